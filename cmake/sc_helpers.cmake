@@ -1,0 +1,14 @@
+# sc_add_test(NAME <name> SRCS <files...> DEPS <targets...>)
+# One GoogleTest executable, discovered test by test; RC_PARAMS reaches it through the
+# environment, so ctest forwards RapidCheck's seed and reproduce strings.
+function(sc_add_test)
+  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${T_NAME} ${T_SRCS})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
+  sc_warnings(${T_NAME})
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+endfunction()
+
+function(sc_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+endfunction()

@@ -1,0 +1,40 @@
+#include "model/dtype.h"
+
+namespace sc::model {
+
+int64_t element_size(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+      return 4;
+    case DType::kBFloat16:
+    case DType::kFloat16:
+      return 2;
+    case DType::kFloat64:
+      return 8;
+  }
+  return 0;
+}
+
+std::string dtype_name(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+      return "fp32";
+    case DType::kBFloat16:
+      return "bf16";
+    case DType::kFloat16:
+      return "fp16";
+    case DType::kFloat64:
+      return "fp64";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  if (name == "fp32" || name == "float32") return DType::kFloat32;
+  if (name == "bf16" || name == "bfloat16") return DType::kBFloat16;
+  if (name == "fp16" || name == "float16") return DType::kFloat16;
+  if (name == "fp64" || name == "float64") return DType::kFloat64;
+  return std::nullopt;
+}
+
+}  // namespace sc::model

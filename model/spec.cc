@@ -1,0 +1,51 @@
+#include "model/spec.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace sc::model {
+
+int64_t ParamSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int CaseSpec::num_groups() const {
+  int n = 0;
+  for (const auto& p : params) n = std::max(n, p.group + 1);
+  return n;
+}
+
+std::optional<std::string> validate(const CaseSpec& c) {
+  std::ostringstream err;
+  if (c.dp < 1) {
+    err << "data-parallel size must be at least 1, got " << c.dp;
+  } else if (c.expert_dp < 1) {
+    err << "expert data-parallel size must be at least 1, got " << c.expert_dp;
+  } else if (c.bucket_size && *c.bucket_size < 1) {
+    err << "bucket size must be positive, got " << *c.bucket_size;
+  } else if (!(c.offload_fraction >= 0.0 && c.offload_fraction <= 1.0)) {
+    err << "offload fraction must lie in [0, 1], got " << c.offload_fraction;
+  } else {
+    for (const auto& p : c.params) {
+      for (int64_t d : p.shape) {
+        if (d < 0) err << "parameter '" << p.name << "' has a negative dimension " << d;
+      }
+      if (err.tellp() == 0 && p.numel() == 0) {
+        err << "parameter '" << p.name << "' has zero elements";
+      }
+      if (err.tellp() == 0 && p.group < 0) {
+        err << "parameter '" << p.name << "' has a negative group index " << p.group;
+      }
+      if (err.tellp() == 0 && p.chunk < 0) {
+        err << "parameter '" << p.name << "' has a negative model chunk " << p.chunk;
+      }
+      if (err.tellp() != 0) break;
+    }
+  }
+  if (err.tellp() == 0) return std::nullopt;
+  return err.str();
+}
+
+}  // namespace sc::model

@@ -1,0 +1,52 @@
+// The inputs of one distributed-optimizer case: parameters (in named_parameters() order), the
+// data-parallel sizes, and the DDP and optimizer switches that change the layout or the shards.
+//
+// Invariants (checked by validate()): every parameter has at least one element and a group index
+// below num_groups(); dp and expert_dp are at least 1; bucket_size, when set, is positive; the
+// offload fraction lies in [0, 1].
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/dtype.h"
+
+namespace sc::model {
+
+// One trainable model parameter as the distributed optimizer sees it.
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;    // numel() = product of the dimensions
+  DType dtype = DType::kBFloat16;
+  bool keep_in_fp32 = false;     // marked by mark_keep_in_fp32 (informational; dtype decides)
+  bool is_expert = false;        // expert parameter: `allreduce == False`, own buffer, expert DP
+  bool shared_embedding = false; // gets a bucket of its own in the distributed-optimizer layout
+  int group = 0;                 // index of the optimizer param group (weight-decay group)
+  int chunk = 0;                 // model chunk (virtual pipeline stage) holding the parameter
+
+  // Product of the shape (1 for a 0-d shape).
+  int64_t numel() const;
+};
+
+// Everything that decides one case's layout, shard plan and construction.
+struct CaseSpec {
+  std::vector<ParamSpec> params;      // named_parameters() order
+  int dp = 1;                         // dense data-parallel size (DP x CP)
+  int expert_dp = 1;                  // expert data-parallel size
+  std::optional<int64_t> bucket_size; // elements; nullopt = one bucket per buffer
+  bool pad_for_high_nccl_busbw = false;
+  bool grad_reduce_in_fp32 = false;
+  bool precision_aware = false;       // use_precision_aware_optimizer_no_fp8_or_ds_fp8
+  bool cpu_offload = false;           // HybridDeviceOptimizer, rebuilt by DistributedOptimizer
+  double offload_fraction = 1.0;
+
+  // One more than the largest group index (0 when there are no parameters).
+  int num_groups() const;
+};
+
+// Empty when `c` satisfies the invariants above, else a message naming the first violation.
+std::optional<std::string> validate(const CaseSpec& c);
+
+}  // namespace sc::model

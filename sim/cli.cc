@@ -1,0 +1,321 @@
+#include "sim/cli.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <sstream>
+
+#include "model/shard.h"
+#include "sim/sut/behaviour.h"
+#include "sim/sut/device.h"
+#include "sim/world.h"
+
+namespace sc::sim {
+
+namespace {
+
+bool parse_int(const std::string& text, int64_t& out) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end && !text.empty();
+}
+
+bool parse_double(const std::string& text, double& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(out);
+}
+
+// A decimal seed, or a 40-hex commit hash whose low 64 bits (last 16 hex digits) are the seed.
+bool parse_seed(const std::string& text, uint64_t& out) {
+  if (text.size() == 40 &&
+      text.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) {
+    const std::string low = text.substr(24);
+    auto [ptr, ec] = std::from_chars(low.data(), low.data() + low.size(), out, 16);
+    return ec == std::errc() && ptr == low.data() + low.size();
+  }
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end && !text.empty();
+}
+
+bool parse_on_off(const std::string& text, bool& out) {
+  if (text == "on" || text == "true" || text == "1") return out = true, true;
+  if (text == "off" || text == "false" || text == "0") return out = false, true;
+  return false;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// One row of the main job's table.
+struct Row {
+  std::string variant;
+  int rank, stage, dp_rank, ep_rank;
+  int64_t params = 0, params_fp32_kept = 0, pieces = 0, pieces_fp32 = 0;
+  int64_t accel_bytes = 0, host_bytes = 0;
+  bool ok = true;
+  std::string outcome;
+};
+
+}  // namespace
+
+std::string cli_usage() {
+  return "usage: shardcheck-sim [options]\n"
+         "Builds every rank of a parallel world with the LibTorch port of Megatron-Core's\n"
+         "DistributedOptimizer (and HybridDeviceOptimizer when offloading), once per variant,\n"
+         "and prints one row per rank. With no options: the seed scenario.\n"
+         "  --model=NAME             " + join(inventory_names(), ", ") + " (dsv4-flash)\n"
+         "  --variant=A[,B...]       port variants, or 'all' (upstream,pr6982)\n"
+         "  --pp=N --vpp=N --ep=N --dp=N   parallel sizes (8, 3, 4, 4); ep divides dp\n"
+         "  --offload=on|off         CPU offload through HybridDeviceOptimizer (on)\n"
+         "  --offload-fraction=F     fraction in [0, 1] (1.0)\n"
+         "  --precision-aware=on|off precision-aware optimizer (on)\n"
+         "  --device=auto|cpu|cuda   accelerator for the port (auto)\n"
+         "  --seed=N|HASH            decimal seed or 40-hex commit hash (0)\n"
+         "  --scale=N                divide every dimension by N, keeping each parameter (64)\n"
+         "  --json                   JSON instead of a table\n";
+}
+
+std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args) {
+  CliOptions o;
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--json") {
+      o.json = true;
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
+      return "unknown argument '" + arg + "' (options take the form --name=value; see --help)";
+    }
+    const std::string name = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
+    int64_t n = 0;
+    auto bad = [&](const std::string& why) { return "--" + name + "=" + value + ": " + why; };
+    if (name == "model") {
+      bool known = false;
+      for (const auto& m : inventory_names()) known |= m == value;
+      if (!known) return bad("unknown model; known: " + join(inventory_names(), ", "));
+      o.model = value;
+    } else if (name == "variant") {
+      o.variants.clear();
+      if (value == "all") {
+        for (const auto& b : sut::all_behaviours()) o.variants.push_back(b.name);
+        continue;
+      }
+      std::stringstream ss(value);
+      std::string v;
+      while (std::getline(ss, v, ',')) {
+        if (!sut::behaviour_by_name(v)) {
+          std::vector<std::string> known;
+          for (const auto& b : sut::all_behaviours()) known.push_back(b.name);
+          return bad("unknown variant '" + v + "'; known: " + join(known, ", "));
+        }
+        o.variants.push_back(v);
+      }
+      if (o.variants.empty()) return bad("no variant named");
+    } else if (name == "pp" || name == "vpp" || name == "ep" || name == "dp") {
+      if (!parse_int(value, n) || n < 1 || n > 65536) {
+        return bad("expected an integer from 1 to 65536");
+      }
+      int& field = name == "pp"    ? o.world.pp
+                   : name == "vpp" ? o.world.vpp
+                   : name == "ep"  ? o.world.ep
+                                   : o.world.dp;
+      field = static_cast<int>(n);
+    } else if (name == "offload") {
+      if (!parse_on_off(value, o.offload)) return bad("expected on or off");
+    } else if (name == "offload-fraction") {
+      if (!parse_double(value, o.offload_fraction) || o.offload_fraction < 0.0 ||
+          o.offload_fraction > 1.0) {
+        return bad("the offload fraction must be a number in [0, 1]");
+      }
+    } else if (name == "precision-aware") {
+      if (!parse_on_off(value, o.precision_aware)) return bad("expected on or off");
+    } else if (name == "device") {
+      if (value != "auto" && value != "cpu" && value != "cuda") {
+        return bad("expected auto, cpu or cuda");
+      }
+      o.device = value;
+    } else if (name == "seed") {
+      if (!parse_seed(value, o.seed)) return bad("expected a decimal seed or a 40-hex hash");
+    } else if (name == "scale") {
+      if (!parse_int(value, n) || n < 1) return bad("expected a positive integer");
+      o.scale = n;
+    } else {
+      return "unknown option '--" + name + "' (see --help)";
+    }
+  }
+  return o;
+}
+
+int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.help) {
+    out << cli_usage();
+    return 0;
+  }
+  const auto inventory = build_inventory(o.model, o.scale);
+  if (!inventory) {
+    err << "shardcheck-sim: unknown model '" << o.model << "'\n";
+    return 2;
+  }
+  const auto& [params, num_layers] = *inventory;
+  if (auto why = validate_world(o.world, num_layers)) {
+    err << "shardcheck-sim: impossible world for " << o.model << ": " << *why << "\n";
+    return 2;
+  }
+  torch::Device device = sut::pick_device();
+  if (o.device == "cpu") device = torch::Device(torch::kCPU);
+  if (o.device == "cuda" && !device.is_cuda()) {
+    err << "shardcheck-sim: --device=cuda but " << sut::cpu_fallback_reason() << "\n";
+    return 2;
+  }
+  int num_experts = 0;
+  for (const auto& p : params) num_experts = std::max(num_experts, p.expert + 1);
+  if (num_experts > 0 && num_experts % o.world.ep != 0) {
+    err << "shardcheck-sim: ep=" << o.world.ep << " does not divide the " << num_experts
+        << " experts of " << o.model << "\n";
+    return 2;
+  }
+  const WorldSizes& w = o.world;
+  const std::string header =
+      "SEED=" + std::to_string(o.seed) + " model=" + o.model + " scale=" +
+      std::to_string(o.scale) + " pp=" + std::to_string(w.pp) + " vpp=" + std::to_string(w.vpp) +
+      " ep=" + std::to_string(w.ep) + " dp=" + std::to_string(w.dp) +
+      " expert_dp=" + std::to_string(w.dp / w.ep) + " offload=" + (o.offload ? "on" : "off") +
+      " offload_fraction=" + [&] {
+        std::ostringstream f;
+        f << o.offload_fraction;
+        return f.str();
+      }() + " precision_aware=" + (o.precision_aware ? "on" : "off") +
+      " device=" + (device.is_cuda() ? "cuda" : "cpu") + " torch=" + sut::torch_version() +
+      " variants=" + join(o.variants, ",");
+
+  std::vector<Row> rows;
+  for (const std::string& vname : o.variants) {
+    const sut::Behaviour behaviour = *sut::behaviour_by_name(vname);
+    for (int stage = 0; stage < w.pp; ++stage) {
+      for (int d = 0; d < w.dp; ++d) {
+        const int ep_rank = d % w.ep;
+        model::CaseSpec c;
+        c.params = stage_params(params, w, num_layers, stage, ep_rank, num_experts);
+        c.dp = w.dp;
+        c.expert_dp = w.dp / w.ep;
+        c.precision_aware = o.precision_aware;
+        c.cpu_offload = o.offload;
+        c.offload_fraction = o.offload_fraction;
+        c.grad_reduce_in_fp32 = true;  // Megatron's default for bf16 training
+        Row row;
+        row.variant = vname;
+        row.rank = stage * w.dp + d;
+        row.stage = stage;
+        row.dp_rank = d;
+        row.ep_rank = ep_rank;
+        for (const auto& p : c.params) {
+          ++row.params;
+          row.params_fp32_kept += p.keep_in_fp32 ? 1 : 0;
+        }
+        for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+          if (!model::instance_present(c, inst)) continue;
+          const int64_t rank = inst == model::Instance::kExpert ? d / w.ep : d;
+          const RankObservation obs = run_rank(c, inst, rank, behaviour, device, o.seed);
+          for (const auto& g : obs.groups) {
+            for (const auto& t : g) {
+              ++row.pieces;
+              row.pieces_fp32 += c.params[t.param].dtype == model::DType::kFloat32 ? 1 : 0;
+            }
+          }
+          row.accel_bytes += obs.accel_bytes;
+          row.host_bytes += obs.host_bytes;
+          if (obs.error && row.ok) {
+            row.ok = false;
+            row.outcome = obs.error_type + ": " + *obs.error;
+            if (obs.failing_param >= 0) {
+              row.outcome += " (first: " + c.params[obs.failing_param].name + ")";
+            }
+          }
+        }
+        if (row.ok) row.outcome = "OK";
+        rows.push_back(row);
+      }
+    }
+  }
+
+  if (o.json) {
+    out << "{\"config\": \"" << json_escape(header) << "\", \"ranks\": [";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      out << (i ? ",\n  " : "\n  ") << "{\"variant\": \"" << r.variant << "\", \"rank\": " << r.rank
+          << ", \"stage\": " << r.stage << ", \"dp_rank\": " << r.dp_rank
+          << ", \"ep_rank\": " << r.ep_rank << ", \"params\": " << r.params
+          << ", \"params_fp32_kept\": " << r.params_fp32_kept << ", \"pieces\": " << r.pieces
+          << ", \"pieces_fp32\": " << r.pieces_fp32 << ", \"ok\": " << (r.ok ? "true" : "false")
+          << ", \"accel_bytes\": " << (r.ok ? std::to_string(r.accel_bytes) : "null")
+          << ", \"host_bytes\": " << (r.ok ? std::to_string(r.host_bytes) : "null")
+          << ", \"outcome\": \"" << json_escape(r.outcome) << "\"}";
+    }
+    out << "\n]}\n";
+    return 0;
+  }
+  out << header << "\n";
+  out << "stage: pipeline stage; params/fp32: parameters held (fp32-kept); pieces/fp32: shard\n"
+         "pieces this rank owns and hands to the optimizer (of fp32 parameters); bytes at scale "
+      << o.scale << ", before the first step (no optimizer state yet)\n";
+  out << std::left << std::setw(9) << "variant" << std::right << std::setw(5) << "rank"
+      << std::setw(6) << "stage" << std::setw(4) << "dp" << std::setw(4) << "ep" << std::setw(8)
+      << "params" << std::setw(6) << "fp32" << std::setw(8) << "pieces" << std::setw(6) << "fp32"
+      << std::setw(13) << "accel_bytes" << std::setw(12) << "host_bytes" << "  outcome\n";
+  int failures = 0;
+  for (const Row& r : rows) {
+    failures += r.ok ? 0 : 1;
+    out << std::left << std::setw(9) << r.variant << std::right << std::setw(5) << r.rank
+        << std::setw(6) << r.stage << std::setw(4) << r.dp_rank << std::setw(4) << r.ep_rank
+        << std::setw(8) << r.params << std::setw(6) << r.params_fp32_kept << std::setw(8)
+        << r.pieces << std::setw(6) << r.pieces_fp32 << std::setw(13)
+        << (r.ok ? std::to_string(r.accel_bytes) : "-") << std::setw(12)
+        << (r.ok ? std::to_string(r.host_bytes) : "-") << "  " << r.outcome << "\n";
+  }
+  for (const std::string& vname : o.variants) {
+    int total = 0, failed = 0;
+    for (const Row& r : rows) {
+      if (r.variant != vname) continue;
+      ++total;
+      failed += r.ok ? 0 : 1;
+    }
+    out << vname << ": " << failed << " of " << total << " ranks fail construction\n";
+  }
+  return 0;
+}
+
+int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto parsed = parse_cli(args);
+  if (auto* message = std::get_if<std::string>(&parsed)) {
+    err << "shardcheck-sim: " << *message << "\n";
+    return 2;
+  }
+  try {
+    return run_cli(std::get<CliOptions>(parsed), out, err);
+  } catch (const std::exception& e) {
+    err << "shardcheck-sim: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}
+
+}  // namespace sc::sim
