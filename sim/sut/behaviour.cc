@@ -13,8 +13,33 @@ const std::vector<Behaviour>& all_behaviours() {
   return kAll;
 }
 
+const std::vector<Behaviour>& all_mutants() {
+  static const std::vector<Behaviour> kAll = [] {
+    std::vector<Behaviour> out;
+    Behaviour base = fully_patched();
+    base.is_mutant = true;
+    Behaviour meg01 = base;  // the seed defect itself: no detach in the fp32 branch
+    meg01.name = "MEG-01";
+    meg01.detach_fp32_shard = false;
+    out.push_back(meg01);
+    Behaviour meg02 = base;
+    meg02.name = "MEG-02";
+    meg02.mutant_stale_index_map = true;
+    out.push_back(meg02);
+    Behaviour meg03 = base;
+    meg03.name = "MEG-03";
+    meg03.mutant_shard_size_for_double_dp = true;
+    out.push_back(meg03);
+    return out;
+  }();
+  return kAll;
+}
+
 std::optional<Behaviour> behaviour_by_name(std::string_view name) {
   for (const Behaviour& b : all_behaviours()) {
+    if (b.name == name) return b;
+  }
+  for (const Behaviour& b : all_mutants()) {
     if (b.name == name) return b;
   }
   return std::nullopt;
@@ -22,6 +47,6 @@ std::optional<Behaviour> behaviour_by_name(std::string_view name) {
 
 Behaviour upstream() { return all_behaviours().front(); }
 
-Behaviour fully_patched() { return *behaviour_by_name("pr6982"); }
+Behaviour fully_patched() { return all_behaviours().back(); }
 
 }  // namespace sc::sut

@@ -16,11 +16,21 @@ struct Behaviour {
   std::string name;
   // PR #6982: `_build_model_and_main_param_groups` detaches fp32 model params before slicing.
   bool detach_fp32_shard = false;
+  // Mutant MEG-02: keep the group index map in grad-buffer order instead of rebuilding it in
+  // installed order ([fp32..., 16-bit...]) after `_build_model_and_main_param_groups`.
+  bool mutant_stale_index_map = false;
+  // Mutant MEG-03: size each rank's shard of a bucket for twice the DP ranks that the rank loop
+  // walks, so trailing elements of every bucket belong to no rank.
+  bool mutant_shard_size_for_double_dp = false;
+  // True for re-injected known bugs, which exist only to be killed by the suite.
+  bool is_mutant = false;
 };
 
-// Every named variant, `upstream` first.
+// Every named variant (upstream and proposed fixes), `upstream` first.
 const std::vector<Behaviour>& all_behaviours();
-// The variant called `name`, or nullopt.
+// Every mutant: the fully patched variant with one known bug re-injected.
+const std::vector<Behaviour>& all_mutants();
+// The variant or mutant called `name`, or nullopt.
 std::optional<Behaviour> behaviour_by_name(std::string_view name);
 // Megatron-Core at d8b71082 as it is.
 Behaviour upstream();

@@ -35,13 +35,15 @@ BucketRangeMap build_model_gbuf_param_range_map(const PerBufferParamLayout& layo
 }
 
 // `_build_model_gbuf_range`.
-BucketRangeMap build_model_gbuf_range(const ParamAndGradBuffer& buffer, size_t bucket_index) {
+BucketRangeMap build_model_gbuf_range(const ParamAndGradBuffer& buffer, size_t bucket_index,
+                                      const Behaviour& behaviour) {
   const int64_t rank = buffer.dp_rank();
   const int64_t world = buffer.dp_size();
   const Bucket& bucket = buffer.buckets()[bucket_index];
   const int64_t gbuf_size = bucket.grad_data.numel();
   TORCH_CHECK(gbuf_size % world == 0, "Each bucket's buffer size should be divisible by ", world);
-  const int64_t max_range = gbuf_size / world;
+  const int64_t max_range =
+      behaviour.mutant_shard_size_for_double_dp ? gbuf_size / (2 * world) : gbuf_size / world;
   std::vector<Range> all;
   for (int64_t r = 0; r < world; ++r) {
     const int64_t start = r * max_range;
@@ -89,7 +91,7 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
   for (const ParamAndGradBuffer* buffer : buffers_) {
     GbufRangeMap map{buffer->key().param_dtype, buffer->key().grad_dtype, {}};
     for (size_t b = 0; b < buffer->buckets().size(); ++b) {
-      BucketRangeMap m = build_model_gbuf_range(*buffer, b);
+      BucketRangeMap m = build_model_gbuf_range(*buffer, b, behaviour_);
       auto& pm = m.param_map;
       pm.erase(std::remove_if(pm.begin(), pm.end(),
                               [&](const auto& e) { return !world_param_group_map.count(e.first); }),
@@ -140,7 +142,10 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
   build_model_and_main_param_groups(flat_gbuf_map);
 
   // Rebuild the index map in installed order: [*model_fp32_group, *model_float16_group].
-  for (size_t g = 0; g < opt_group_ranges_.size(); ++g) {
+  if (behaviour_.mutant_stale_index_map) {
+    model_param_group_index_map_ = local_param_group_map;
+  }
+  for (size_t g = 0; !behaviour_.mutant_stale_index_map && g < opt_group_ranges_.size(); ++g) {
     std::vector<int> order = model_fp32_groups_[g];
     order.insert(order.end(), model_float16_groups_[g].begin(), model_float16_groups_[g].end());
     for (size_t i = 0; i < order.size(); ++i) {

@@ -1,0 +1,309 @@
+#include "properties/checks.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace sc::props {
+
+namespace {
+
+template <typename... Parts>
+std::string str(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+std::string where(const model::RankPlan& plan) {
+  return str(plan.instance == model::Instance::kExpert ? "expert" : "dense", " rank ", plan.rank);
+}
+
+}  // namespace
+
+Violation check_ownership(const model::CaseSpec& c, const std::vector<model::BufferLayout>& ls) {
+  for (size_t bi = 0; bi < ls.size(); ++bi) {
+    const model::BufferLayout& l = ls[bi];
+    // pieces[param] = owned param ranges over all ranks
+    std::vector<std::vector<model::Range>> pieces(c.params.size());
+    for (int b = 0; b < static_cast<int>(l.buckets.size()); ++b) {
+      int64_t next = l.buckets[b].start;
+      for (int64_t r = 0; r < l.dp; ++r) {
+        const model::Range w = model::rank_world_range(l, b, r);
+        if (w.start != next || w.size() * l.dp != l.buckets[b].size()) {
+          return str("buffer ", bi, " bucket ", b, ": rank ", r, " world range ", w,
+                     " does not tile ", l.buckets[b], " in ", l.dp, " equal parts");
+        }
+        next = w.end;
+      }
+      if (next != l.buckets[b].end) {
+        return str("buffer ", bi, " bucket ", b, ": ranks end at ", next, " not ",
+                   l.buckets[b].end);
+      }
+    }
+    for (int64_t r = 0; r < l.dp; ++r) {
+      for (const model::BucketRanges& br : model::buffer_ranges(l, r).buckets) {
+        for (const model::ParamRanges& pr : br.param_map) pieces[pr.param].push_back(pr.param_range);
+      }
+    }
+    for (const model::ParamPlacement& pl : l.placements) {
+      auto& ps = pieces[pl.param];
+      std::sort(ps.begin(), ps.end(),
+                [](const model::Range& a, const model::Range& b) { return a.start < b.start; });
+      int64_t covered = 0;
+      for (const model::Range& r : ps) {
+        if (r.start != covered) {
+          return str("param ", c.params[pl.param].name, ": owned pieces leave a gap or overlap at ",
+                     covered, " (next piece ", r, ")");
+        }
+        covered = r.end;
+      }
+      if (covered != c.params[pl.param].numel()) {
+        return str("param ", c.params[pl.param].name, ": owned pieces cover ", covered, " of ",
+                   c.params[pl.param].numel(), " elements");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Violation check_layout_rules(const model::CaseSpec& c,
+                             const std::vector<model::BufferLayout>& ls) {
+  const auto buffers = model::group_params_for_buffers(c);
+  if (buffers.size() != ls.size()) return str("expected ", buffers.size(), " buffers");
+  for (size_t bi = 0; bi < ls.size(); ++bi) {
+    const model::BufferLayout& l = ls[bi];
+    const int64_t divisor = model::bucket_end_divisor(l.dp, c.pad_for_high_nccl_busbw);
+    const std::vector<int>& list = buffers[bi].params;
+    if (l.placements.size() != list.size()) return str("buffer ", bi, ": wrong parameter count");
+    if (l.numel() % l.dp != 0) return str("buffer ", bi, ": numel ", l.numel(), " % dp != 0");
+    for (size_t b = 0; b < l.buckets.size(); ++b) {
+      const model::Range& bucket = l.buckets[b];
+      if (bucket.start != (b == 0 ? 0 : l.buckets[b - 1].end)) {
+        return str("buffer ", bi, ": bucket ", b, " ", bucket, " is not contiguous");
+      }
+      if (bucket.start % divisor != 0 || bucket.end % divisor != 0) {
+        return str("buffer ", bi, ": bucket ", bucket, " not a multiple of ", divisor);
+      }
+      // The tail pad is the least that reaches the divisor; the unpadded size ends at the last
+      // param (or at its 64-padded end when a shared embedding pre-splits the bucket).
+      int64_t last_end = bucket.start;
+      size_t last = 0;
+      for (size_t k = 0; k < l.placements.size(); ++k) {
+        if (l.placements[k].bucket == static_cast<int>(b)) {
+          last_end = l.placements[k].range.end;
+          last = k;
+        }
+      }
+      // A pre-split happens only when the bucket is still open when the embedding arrives.
+      const bool closed_by_size = c.bucket_size && last_end - bucket.start >= *c.bucket_size;
+      const bool pre_split = last + 1 < l.placements.size() &&
+                             c.params[l.placements[last + 1].param].shared_embedding &&
+                             !c.params[l.placements[last].param].shared_embedding &&
+                             !closed_by_size;
+      const int64_t unpadded = (pre_split ? model::pad_param_start(last_end) : last_end) -
+                               bucket.start;
+      if (l.bucket_numel_unpadded.at(b) != unpadded ||
+          bucket.end != model::pad_to_divisor(bucket.start + unpadded, divisor)) {
+        return str("buffer ", bi, ": bucket ", bucket, " with unpadded size ",
+                   l.bucket_numel_unpadded.at(b), " is not the least padding of ", unpadded,
+                   " to a multiple of ", divisor);
+      }
+    }
+    int64_t prev_end = 0;
+    for (size_t k = 0; k < l.placements.size(); ++k) {
+      const model::ParamPlacement& pl = l.placements[k];
+      const model::ParamSpec& p = c.params[pl.param];
+      if (pl.param != list[list.size() - 1 - k]) {
+        return str("buffer ", bi, ": placement ", k, " is ", p.name, ", not reverse list order");
+      }
+      if (pl.range.start % model::kParamAlignment != 0) {
+        return str("param ", p.name, " starts at ", pl.range.start, ", not a multiple of 64");
+      }
+      if (pl.range.size() != p.numel() || pl.range.start < prev_end) {
+        return str("param ", p.name, " at ", pl.range, " overlaps or has the wrong size");
+      }
+      const model::Range& bucket = l.buckets.at(pl.bucket);
+      if (pl.range.start < bucket.start || pl.range.end > bucket.end) {
+        return str("param ", p.name, " at ", pl.range, " leaves its bucket ", bucket);
+      }
+      if (p.shared_embedding) {
+        for (const model::ParamPlacement& other : l.placements) {
+          if (other.param != pl.param && other.bucket == pl.bucket) {
+            return str("shared embedding ", p.name, " shares bucket ", pl.bucket, " with ",
+                       c.params[other.param].name);
+          }
+        }
+      }
+      prev_end = pl.range.end;
+    }
+    // Bucket-size rule: every bucket but the last closes at the first param reaching the size
+    // (or at a shared embedding); so no earlier param of the bucket had reached it.
+    for (size_t k = 0; c.bucket_size && k < l.placements.size(); ++k) {
+      const model::ParamPlacement& pl = l.placements[k];
+      const bool last_in_bucket =
+          k + 1 == l.placements.size() || l.placements[k + 1].bucket != pl.bucket;
+      const bool reached = pl.range.end - l.buckets[pl.bucket].start >= *c.bucket_size;
+      const bool next_is_embedding =
+          k + 1 < l.placements.size() && c.params[l.placements[k + 1].param].shared_embedding;
+      if (reached && !last_in_bucket) {
+        return str("bucket ", pl.bucket, " did not close after ", c.params[pl.param].name,
+                   " reached bucket_size ", *c.bucket_size);
+      }
+      if (!reached && last_in_bucket && k + 1 != l.placements.size() &&
+          !c.params[pl.param].shared_embedding && !next_is_embedding) {
+        return str("bucket ", pl.bucket, " closed early after ", c.params[pl.param].name);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& obs) {
+  if (plan.ranges.size() != obs.ranges.size()) {
+    return str(where(plan), ": port has ", obs.ranges.size(), " buffers, model ",
+               plan.ranges.size());
+  }
+  for (size_t b = 0; b < plan.ranges.size(); ++b) {
+    const auto& m = plan.ranges[b];
+    const auto& s = obs.ranges[b];
+    if (!(m.key == s.key) || m.buckets.size() != s.buckets.size()) {
+      return str(where(plan), " buffer ", b, ": key or bucket count differs");
+    }
+    for (size_t k = 0; k < m.buckets.size(); ++k) {
+      if (m.buckets[k].world != s.buckets[k].world) {
+        return str(where(plan), " buffer ", b, " bucket ", k, ": world range port ",
+                   s.buckets[k].world, " model ", m.buckets[k].world);
+      }
+      const auto& mp = m.buckets[k].param_map;
+      const auto& sp = s.buckets[k].param_map;
+      if (mp.size() != sp.size()) {
+        return str(where(plan), " buffer ", b, " bucket ", k, ": port owns ", sp.size(),
+                   " params, model ", mp.size());
+      }
+      for (size_t i = 0; i < mp.size(); ++i) {
+        const auto& x = mp[i];
+        const auto& y = sp[i];
+        if (x.param != y.param || x.gbuf_world != y.gbuf_world ||
+            x.gbuf_world_in_bucket != y.gbuf_world_in_bucket || x.gbuf_local != y.gbuf_local ||
+            x.param_range != y.param_range) {
+          return str(where(plan), " buffer ", b, " bucket ", k, " entry ", i, ": port p", y.param,
+                     " world ", y.gbuf_world, " in_bucket ", y.gbuf_world_in_bucket, " local ",
+                     y.gbuf_local, " param ", y.param_range, "; model p", x.param, " world ",
+                     x.gbuf_world, " in_bucket ", x.gbuf_world_in_bucket, " local ", x.gbuf_local,
+                     " param ", x.param_range);
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Violation check_installed(const model::CaseSpec& c, const model::RankPlan& plan,
+                          const sim::RankObservation& obs) {
+  if (plan.groups.size() != obs.groups.size()) {
+    return str(where(plan), ": port has ", obs.groups.size(), " groups, model ",
+               plan.groups.size());
+  }
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const auto& want = plan.groups[g].installed;
+    const auto& have = obs.groups[g];
+    if (want.size() != have.size()) {
+      return str(where(plan), " group ", g, ": ", have.size(), " tensors installed, plan ",
+                 want.size());
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      const model::ShardEntry& w = want[i];
+      const sim::ObservedTensor& h = have[i];
+      const std::string at =
+          str(where(plan), " group ", g, " position ", i, " (", c.params[w.param].name, "): ");
+      if (h.param != w.param) return str(at, "holds a piece of ", c.params[h.param].name);
+      if (h.is_leaf != w.leaf || h.has_grad_fn) {
+        return str(at, "is_leaf=", h.is_leaf, " requires_grad=", h.requires_grad,
+                   " grad_fn=", h.has_grad_fn, "; every optimizer tensor must be a leaf");
+      }
+      if (h.numel != w.param_range.size()) return str(at, "numel ", h.numel, " not ", w.param_range.size());
+      if (h.dtype != w.dtype) return str(at, "dtype ", model::dtype_name(h.dtype), " not ", model::dtype_name(w.dtype));
+      if (h.aliases_model != w.aliases_model) {
+        return str(at, w.aliases_model ? "does not alias" : "aliases", " the model parameter");
+      }
+      if (w.aliases_model && h.alias_offset != w.alias_offset) {
+        return str(at, "aliases at element ", h.alias_offset, " not ", w.alias_offset);
+      }
+      if (h.model_has_main_param != w.fresh_fp32_main) {
+        return str(at, "model_param.main_param is ", h.model_has_main_param ? "" : "not ",
+                   "this tensor");
+      }
+    }
+  }
+  if (obs.index_map != plan.index_map) {
+    for (const auto& [p, pos] : plan.index_map) {
+      auto it = obs.index_map.find(p);
+      if (it == obs.index_map.end() || it->second != pos) {
+        return str(where(plan), ": model_param_group_index_map[", c.params[p].name, "] is (",
+                   it == obs.index_map.end() ? -1 : it->second.first, ",",
+                   it == obs.index_map.end() ? -1 : it->second.second, ") not (", pos.first, ",",
+                   pos.second, ")");
+      }
+    }
+    return str(where(plan), ": model_param_group_index_map has extra entries");
+  }
+  if (!obs.error && !obs.final_groups_match) {
+    return str(where(plan), ": the optimizer's groups are not the installed tensors");
+  }
+  return std::nullopt;
+}
+
+Violation check_constructed(const sim::RankObservation& obs) {
+  if (!obs.error) return std::nullopt;
+  return str(obs.instance == model::Instance::kExpert ? "expert" : "dense", " rank ", obs.rank,
+             ": construction failed: ", obs.error_type, ": ", *obs.error);
+}
+
+Violation check_failing_ranks(const std::vector<int64_t>& predicted,
+                              const std::vector<sim::RankObservation>& observed) {
+  std::vector<int64_t> failed;
+  for (const auto& o : observed) {
+    if (!o.error) continue;
+    if (*o.error != "can't optimize a non-leaf Tensor") {
+      return str("rank ", o.rank, " failed with another error: ", *o.error);
+    }
+    failed.push_back(o.rank);
+  }
+  // Only the observed ranks can be compared.
+  std::vector<int64_t> expected;
+  for (const auto& o : observed) {
+    if (std::binary_search(predicted.begin(), predicted.end(), o.rank)) expected.push_back(o.rank);
+  }
+  if (failed == expected) return std::nullopt;
+  std::ostringstream os;
+  os << "failing ranks {";
+  for (auto r : failed) os << " " << r;
+  os << " } but the model predicts {";
+  for (auto r : expected) os << " " << r;
+  os << " }";
+  return os.str();
+}
+
+std::vector<int64_t> ranks_to_check(const model::CaseSpec& c,
+                                    const std::vector<model::BufferLayout>& ls,
+                                    model::Instance instance) {
+  const int64_t dp = model::instance_dp(c, instance);
+  std::vector<int64_t> out;
+  if (dp <= 8) {
+    for (int64_t r = 0; r < dp; ++r) out.push_back(r);
+    return out;
+  }
+  std::vector<int64_t> owners, others;
+  for (int64_t r = 0; r < dp; ++r) {
+    (model::owns_fp32_piece(c, model::plan_rank(c, ls, instance, r)) ? owners : others)
+        .push_back(r);
+  }
+  out = {0, dp - 1};
+  for (size_t i = 0; i < 3 && i < owners.size(); ++i) out.push_back(owners[i * owners.size() / 3]);
+  for (size_t i = 0; i < 3 && i < others.size(); ++i) out.push_back(others[i * others.size() / 3]);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace sc::props

@@ -1,0 +1,57 @@
+#include "properties/diff_props.h"
+
+#include <rapidcheck.h>
+
+#include "model/layout.h"
+#include "model/shard.h"
+#include "properties/checks.h"
+#include "properties/support.h"
+#include "sim/world.h"
+
+namespace sc::props {
+
+void run_diff_property(const model::CaseSpec& c, const sut::Behaviour& b, DiffClaim claim) {
+  const auto layouts = model::full_param_layout(c);
+  bool fp32_in_16bit = false, has16 = false, has32 = false;
+  for (const auto& p : c.params) {
+    has16 |= model::is_float16(p.dtype);
+    has32 |= p.dtype == model::DType::kFloat32;
+  }
+  fp32_in_16bit = has16 && has32;
+  RC_CLASSIFY(fp32_in_16bit, "fp32 parameter inside a 16-bit model");
+  RC_CLASSIFY(c.cpu_offload, "offload on");
+  RC_CLASSIFY(c.precision_aware, "precision-aware");
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (!model::instance_present(c, inst)) continue;
+    std::vector<sim::RankObservation> observed;
+    for (int64_t r : ranks_to_check(c, layouts, inst)) {
+      const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+      sim::RankObservation obs = sim::run_rank(c, inst, r, b, device(), /*seed=*/r);
+      Violation v;
+      switch (claim) {
+        case DiffClaim::kRanges:
+          v = check_ranges(plan, obs);
+          break;
+        case DiffClaim::kInstalled:
+          v = check_installed(c, plan, obs);
+          break;
+        case DiffClaim::kConstructs:
+          v = check_constructed(obs);
+          break;
+        case DiffClaim::kUpstreamFailingRanks:
+          break;
+      }
+      if (v) RC_LOG() << "variant " << b.name << ": " << *v << "\n";
+      RC_ASSERT(!v);
+      observed.push_back(std::move(obs));
+    }
+    if (claim == DiffClaim::kUpstreamFailingRanks) {
+      const Violation v =
+          check_failing_ranks(model::upstream_failing_ranks(c, layouts, inst), observed);
+      if (v) RC_LOG() << "variant " << b.name << ": " << *v << "\n";
+      RC_ASSERT(!v);
+    }
+  }
+}
+
+}  // namespace sc::props

@@ -1,0 +1,30 @@
+// RapidCheck generators for distributed-optimizer cases, with explicit size limits.
+//
+// case_spec() draws 1 to 8 parameters (bf16/fp16/fp32 with keep-fp32 marks, 1-D to 4-D, 1 to
+// 70,000 elements, sizes rarely multiples of 64, shared embeddings, experts, three weight-decay
+// groups, two model chunks) and DP sizes 1 to 256 (odd and prime included), bucket sizes,
+// precision-aware on/off and offload on/off. Shrinking goes toward one small bf16 parameter at
+// dp 1 with offload on: the seed's configuration is the simplest one.
+#pragma once
+
+#include <ostream>
+
+#include <rapidcheck.h>
+
+#include "model/spec.h"
+
+namespace sc::gen {
+
+// One parameter, named `name`.
+rc::Gen<model::ParamSpec> param_spec(std::string name);
+// A DP size from 1 to 256, biased to small, odd and prime sizes.
+rc::Gen<int> dp_size();
+// A whole case; every case passes model::validate().
+rc::Gen<model::CaseSpec> case_spec();
+
+}  // namespace sc::gen
+
+namespace sc::model {
+// RapidCheck's printer for counterexamples: one line per parameter.
+void showValue(const CaseSpec& c, std::ostream& os);
+}  // namespace sc::model

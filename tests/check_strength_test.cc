@@ -1,0 +1,127 @@
+// Each property's check is shown to fail: on a corrupted layout for the model laws, and on a
+// known-bad variant (upstream, a mutant) for the diff checks. A check that cannot fail proves
+// nothing.
+#include <gtest/gtest.h>
+
+#include "model/layout.h"
+#include "model/shard.h"
+#include "properties/checks.h"
+#include "sim/world.h"
+
+namespace sc::props {
+namespace {
+
+const torch::Device kCpu(torch::kCPU);
+
+model::CaseSpec mixed_case() {
+  model::CaseSpec c;
+  auto add = [&](const std::string& n, int64_t numel, model::DType d) {
+    model::ParamSpec p;
+    p.name = n;
+    p.shape = {numel};
+    p.dtype = d;
+    c.params.push_back(p);
+  };
+  add("emb", 400, model::DType::kBFloat16);
+  add("alpha", 70, model::DType::kFloat32);
+  add("w", 300, model::DType::kBFloat16);
+  c.dp = 2;
+  return c;
+}
+
+TEST(CheckStrength, OwnershipCheckCatchesAShrunkenParameter) {
+  model::CaseSpec c = mixed_case();
+  auto ls = model::full_param_layout(c);
+  ASSERT_FALSE(check_ownership(c, ls));
+  c.params[0].shape = {500};  // the layout no longer covers the parameter
+  const Violation v = check_ownership(c, ls);
+  ASSERT_TRUE(v);
+  EXPECT_NE(v->find("cover"), std::string::npos) << *v;
+}
+
+TEST(CheckStrength, OwnershipCheckCatchesARaggedBucket) {
+  model::CaseSpec c = mixed_case();
+  auto ls = model::full_param_layout(c);
+  ls[0].buckets[0].end += 1;  // no longer divisible by dp: ranks cannot tile it
+  EXPECT_TRUE(check_ownership(c, ls));
+}
+
+TEST(CheckStrength, LayoutRuleCheckCatchesMisalignmentOrderAndDivisor) {
+  const model::CaseSpec c = mixed_case();
+  const auto good = model::full_param_layout(c);
+  ASSERT_FALSE(check_layout_rules(c, good));
+  auto misaligned = good;
+  misaligned[0].placements[1].range = misaligned[0].placements[1].range.normalize(
+      misaligned[0].placements[1].range.start - 1);
+  EXPECT_TRUE(check_layout_rules(c, misaligned));
+  auto forward = good;
+  std::swap(forward[0].placements[0].param, forward[0].placements[1].param);
+  EXPECT_TRUE(check_layout_rules(c, forward));
+  // lcm replaced by product: at dp 4 the bucket would end at a multiple of 512, not of 128.
+  model::CaseSpec c4 = c;
+  c4.dp = 4;
+  auto product = model::full_param_layout(c4);
+  ASSERT_FALSE(check_layout_rules(c4, product));
+  product[0].buckets[0].end = model::pad_to_divisor(product[0].buckets[0].end, 512);
+  EXPECT_TRUE(check_layout_rules(c4, product));
+}
+
+TEST(CheckStrength, RangeCheckKillsMutantMeg03) {
+  const model::CaseSpec c = mixed_case();
+  const auto ls = model::full_param_layout(c);
+  const auto plan = model::plan_rank(c, ls, model::Instance::kDense, 1);
+  const auto good = sim::run_rank(c, model::Instance::kDense, 1, sut::fully_patched(), kCpu, 1);
+  EXPECT_FALSE(check_ranges(plan, good));
+  const auto bad =
+      sim::run_rank(c, model::Instance::kDense, 1, *sut::behaviour_by_name("MEG-03"), kCpu, 1);
+  const Violation v = check_ranges(plan, bad);
+  ASSERT_TRUE(v);
+  EXPECT_NE(v->find("world range"), std::string::npos) << *v;
+}
+
+TEST(CheckStrength, InstalledCheckKillsUpstreamAndMutantsMeg01Meg02) {
+  const model::CaseSpec c = mixed_case();
+  const auto ls = model::full_param_layout(c);
+  const auto plan = model::plan_rank(c, ls, model::Instance::kDense, 0);
+  EXPECT_FALSE(check_installed(
+      c, plan, sim::run_rank(c, model::Instance::kDense, 0, sut::fully_patched(), kCpu, 1)));
+  for (const char* name : {"upstream", "MEG-01"}) {
+    const Violation v = check_installed(
+        c, plan,
+        sim::run_rank(c, model::Instance::kDense, 0, *sut::behaviour_by_name(name), kCpu, 1));
+    ASSERT_TRUE(v) << name;
+    EXPECT_NE(v->find("must be a leaf"), std::string::npos) << *v;
+  }
+  const Violation v = check_installed(
+      c, plan,
+      sim::run_rank(c, model::Instance::kDense, 0, *sut::behaviour_by_name("MEG-02"), kCpu, 1));
+  ASSERT_TRUE(v);
+  EXPECT_NE(v->find("model_param_group_index_map"), std::string::npos) << *v;
+}
+
+TEST(CheckStrength, ConstructionCheckKillsUpstreamWithOffload) {
+  model::CaseSpec c = mixed_case();
+  c.cpu_offload = true;
+  EXPECT_FALSE(check_constructed(
+      sim::run_rank(c, model::Instance::kDense, 0, sut::fully_patched(), kCpu, 1)));
+  EXPECT_TRUE(check_constructed(
+      sim::run_rank(c, model::Instance::kDense, 0, sut::upstream(), kCpu, 1)));
+}
+
+TEST(CheckStrength, FailingRanksCheckRejectsAVariantThatDoesNotFail) {
+  model::CaseSpec c = mixed_case();
+  c.cpu_offload = true;
+  const auto ls = model::full_param_layout(c);
+  const auto predicted = model::upstream_failing_ranks(c, ls, model::Instance::kDense);
+  ASSERT_FALSE(predicted.empty());
+  std::vector<sim::RankObservation> up, fixed;
+  for (int64_t r = 0; r < c.dp; ++r) {
+    up.push_back(sim::run_rank(c, model::Instance::kDense, r, sut::upstream(), kCpu, 1));
+    fixed.push_back(sim::run_rank(c, model::Instance::kDense, r, sut::fully_patched(), kCpu, 1));
+  }
+  EXPECT_FALSE(check_failing_ranks(predicted, up));
+  EXPECT_TRUE(check_failing_ranks(predicted, fixed));
+}
+
+}  // namespace
+}  // namespace sc::props
