@@ -9,6 +9,9 @@ function(sc_add_test)
   gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
 endfunction()
 
+# Our warnings, plus -ffp-contract=off: the model's fp32 emulations and the port's kernels must
+# round every operation separately unless they call std::fma on purpose.
 function(sc_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra
+    -Wno-unused-parameter -ffp-contract=off>)
 endfunction()

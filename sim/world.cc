@@ -7,6 +7,7 @@
 #include "sim/sut/distrib_optimizer.h"
 #include "sim/sut/hybrid_optimizer.h"
 #include "sim/sut/param_buffer.h"
+#include "sim/sut/tensor_attrs.h"
 
 namespace sc::sim {
 
@@ -76,21 +77,46 @@ ObservedTensor observe(const torch::Tensor& t, int case_param, const sut::ModelP
 
 }  // namespace
 
-RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int64_t rank,
-                         const sut::Behaviour& behaviour, torch::Device device, uint64_t seed) {
+struct RankRigImpl {
+  const model::CaseSpec& c;
+  model::Instance instance;
+  int64_t rank;
+  sut::Behaviour behaviour;
+  torch::Device device;
+  std::vector<sut::ModelParam> params;
+  std::vector<int> case_index;  // port param -> case param
+  std::vector<std::vector<float>> initial;
+  std::vector<std::unique_ptr<sut::ParamAndGradBuffer>> buffers;
+  sut::TensorAttrs attrs;
+  std::unique_ptr<sut::DistributedOptimizer> dist;
+  std::vector<std::vector<torch::Tensor>> installed;  // per group, installed order
+  std::vector<std::vector<int>> installed_param;      // port param of each installed tensor
   RankObservation obs;
+
+  RankRigImpl(const model::CaseSpec& c_, model::Instance inst, int64_t r, const sut::Behaviour& b,
+              torch::Device d)
+      : c(c_), instance(inst), rank(r), behaviour(b), device(d) {}
+  void build(uint64_t seed);
+  const sut::HybridDeviceOptimizer* hdo() const {
+    return dist ? dynamic_cast<const sut::HybridDeviceOptimizer*>(&dist->optimizer()) : nullptr;
+  }
+};
+
+void RankRigImpl::build(uint64_t seed) {
   obs.instance = instance;
   obs.rank = rank;
   const bool expert = instance == model::Instance::kExpert;
   const int64_t dp = model::instance_dp(c, instance);
 
-  // The instance's parameters; every rank draws the same values from the seed.
+  // Every parameter of the case draws its values from the seed, so all ranks agree.
   SplitMix64 rng(seed);
-  std::vector<sut::ModelParam> params;
-  std::vector<int> case_index;
   for (int i = 0; i < static_cast<int>(c.params.size()); ++i) {
     const model::ParamSpec& spec = c.params[i];
     torch::Tensor t = make_param(spec, device, rng);
+    initial.push_back(std::vector<float>(static_cast<size_t>(spec.numel())));
+    torch::Tensor values = t.detach().to(torch::kCPU, torch::kFloat).contiguous().view(-1);
+    std::copy(values.data_ptr<float>(), values.data_ptr<float>() + spec.numel(),
+              initial.back().begin());
     if (spec.is_expert != expert) continue;
     sut::ModelParam mp;
     mp.name = spec.name;
@@ -105,7 +131,6 @@ RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int
   ddp.grad_reduce_in_fp32 = c.grad_reduce_in_fp32;
   ddp.pad_buckets_for_high_nccl_busbw = c.pad_for_high_nccl_busbw;
   ddp.bucket_size = c.bucket_size;
-  std::vector<std::unique_ptr<sut::ParamAndGradBuffer>> buffers;
   std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs;
   std::map<int, std::vector<int>> chunks;  // model chunk -> its params, ascending chunks
   for (size_t i = 0; i < params.size(); ++i) {
@@ -148,14 +173,14 @@ RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int
   if (c.cpu_offload) {
     sut::HdoOptions defaults;
     defaults.offload_fraction(c.offload_fraction).param_update_in_fp32(true);
-    inner = std::make_unique<sut::HybridDeviceOptimizer>(std::move(groups), defaults, device);
+    inner = std::make_unique<sut::HybridDeviceOptimizer>(std::move(groups), defaults, device,
+                                                         &attrs, behaviour);
   } else {
     inner = std::make_unique<torch::optim::AdamW>(std::move(groups));
   }
 
   sut::OptimizerConfig config;
   config.use_precision_aware_optimizer_no_fp8_or_ds_fp8 = c.precision_aware;
-  std::vector<std::vector<torch::Tensor>> installed;
   auto probe = [&](const sut::DistributedOptimizer& d) {
     for (const sut::GbufRangeMap& map : d.gbuf_ranges()) {
       model::BufferRanges br{model::BufferKey{to_model_dtype(map.param_dtype),
@@ -183,6 +208,7 @@ RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int
       }
       obs.groups.push_back(std::move(group));
       installed.push_back(tensors);
+      installed_param.push_back(order);
     }
     for (const auto& [p, where] : d.model_param_group_index_map()) {
       obs.index_map[case_index[p]] = where;
@@ -190,36 +216,9 @@ RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int
   };
 
   try {
-    sut::DistributedOptimizer dist(std::move(inner), config, params, buffer_ptrs, behaviour,
-                                   device, probe);
-    const auto& final_groups = dist.optimizer().param_groups();
-    obs.final_groups_match = final_groups.size() == installed.size();
-    for (size_t g = 0; obs.final_groups_match && g < installed.size(); ++g) {
-      const auto& have = final_groups[g].params();
-      obs.final_groups_match = have.size() == installed[g].size();
-      for (size_t i = 0; obs.final_groups_match && i < have.size(); ++i) {
-        obs.final_groups_match = have[i].unsafeGetTensorImpl() == installed[g][i].unsafeGetTensorImpl();
-      }
-    }
-    for (const auto& b : buffers) {
-      obs.accel_bytes += b->grad_data().nbytes();
-      if (b->param_data().defined()) obs.accel_bytes += b->param_data().nbytes();
-    }
-    const auto* hdo = dynamic_cast<const sut::HybridDeviceOptimizer*>(&dist.optimizer());
-    for (size_t g = 0; g < installed.size(); ++g) {
-      for (size_t i = 0; i < installed[g].size(); ++i) {
-        const torch::Tensor& t = installed[g][i];
-        if (!obs.groups[g][i].aliases_model) obs.accel_bytes += t.nbytes();  // fp32 main clone
-        if (!hdo) continue;
-        const torch::Tensor inner = hdo->inner_param(t);
-        if (hdo->is_offloaded(t)) {
-          ++obs.offloaded_tensors;
-          obs.host_bytes += inner.nbytes();
-        } else if (inner.unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) {
-          obs.accel_bytes += inner.nbytes();  // fp32 copy of a 16-bit shard
-        }
-      }
-    }
+    dist = std::make_unique<sut::DistributedOptimizer>(std::move(inner), config, params,
+                                                       buffer_ptrs, behaviour, device, &attrs,
+                                                       probe);
   } catch (const sut::TypeErrorLike& e) {
     obs.error = e.what();
     obs.error_type = "TypeError";
@@ -234,7 +233,152 @@ RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int
       }
     }
   }
-  return obs;
+  if (!dist) return;
+
+  const auto& final_groups = dist->optimizer().param_groups();
+  obs.final_groups_match = final_groups.size() == installed.size();
+  for (size_t g = 0; obs.final_groups_match && g < installed.size(); ++g) {
+    const auto& have = final_groups[g].params();
+    obs.final_groups_match = have.size() == installed[g].size();
+    for (size_t i = 0; obs.final_groups_match && i < have.size(); ++i) {
+      obs.final_groups_match =
+          have[i].unsafeGetTensorImpl() == installed[g][i].unsafeGetTensorImpl();
+    }
+  }
+  for (const auto& b : buffers) {
+    obs.accel_bytes += b->grad_data().nbytes();
+    if (b->param_data().defined()) obs.accel_bytes += b->param_data().nbytes();
+  }
+  const sut::HybridDeviceOptimizer* h = hdo();
+  for (size_t g = 0; g < installed.size(); ++g) {
+    for (size_t i = 0; i < installed[g].size(); ++i) {
+      const torch::Tensor& t = installed[g][i];
+      if (!obs.groups[g][i].aliases_model) obs.accel_bytes += t.nbytes();  // fp32 main clone
+      if (!h) continue;
+      const torch::Tensor inner_t = h->inner_param(t);
+      if (h->is_offloaded(t)) {
+        ++obs.offloaded_tensors;
+        obs.host_bytes += inner_t.nbytes();
+      } else if (inner_t.unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) {
+        obs.accel_bytes += inner_t.nbytes();  // fp32 copy of a 16-bit shard
+      }
+    }
+  }
+}
+
+namespace {
+
+std::vector<float> to_floats(const torch::Tensor& t) {
+  torch::Tensor f = t.detach().to(torch::kCPU, torch::kFloat).contiguous().view(-1);
+  return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+}
+
+}  // namespace
+
+RankRig::RankRig(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+                 const sut::Behaviour& behaviour, torch::Device device, uint64_t seed)
+    : impl_(std::make_unique<RankRigImpl>(c, instance, rank, behaviour, device)) {
+  impl_->build(seed);
+}
+
+RankRig::~RankRig() = default;
+
+const RankObservation& RankRig::construction() const { return impl_->obs; }
+
+const std::vector<std::vector<float>>& RankRig::initial_values() const { return impl_->initial; }
+
+void RankRig::step(const model::StepInputs& in) {
+  RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::step: construction failed");
+  torch::NoGradGuard no_grad;
+  // The reduce-scatter's result: every element of each main grad holds the DP-reduced gradient.
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    const auto& g = in.grads.at(r.case_index[i]);
+    torch::Tensor src = torch::from_blob(const_cast<float*>(g.data()),
+                                         {static_cast<int64_t>(g.size())}, torch::kFloat);
+    r.params[i].main_grad.view(-1).copy_(src);
+  }
+  // The LR schedule writes lr and weight decay into the optimizer's groups.
+  auto& groups = r.dist->optimizer().param_groups();
+  std::vector<int> group_ids;
+  for (const auto& p : r.c.params) {
+    if (p.is_expert == (r.instance == model::Instance::kExpert)) group_ids.push_back(p.group);
+  }
+  std::sort(group_ids.begin(), group_ids.end());
+  group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const model::AdamWHyper& h = in.group_hyper.at(group_ids[k]);
+    auto& o = groups[k].options();
+    if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&o)) {
+      a->lr(h.lr).betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(h.weight_decay);
+    } else {
+      auto& hd = static_cast<sut::HdoOptions&>(o);
+      hd.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
+    }
+  }
+  r.dist->step();
+}
+
+std::vector<float> RankRig::model_piece(size_t g, size_t i) const {
+  const RankRigImpl& r = *impl_;
+  const int p = r.installed_param[g][i];
+  const auto& range = r.dist->ranges_of(p).param;
+  return to_floats(r.params[p].param.detach().view(-1).slice(0, range.start, range.end));
+}
+
+std::vector<float> RankRig::optimizer_piece(size_t g, size_t i) const {
+  const RankRigImpl& r = *impl_;
+  const torch::Tensor& t = r.installed[g][i];
+  const auto* h = r.hdo();
+  return to_floats(h ? h->inner_param(t) : t);
+}
+
+ObservedState RankRig::state(size_t g, size_t i) const {
+  const RankRigImpl& r = *impl_;
+  const torch::Tensor& t = r.installed[g][i];
+  ObservedState out;
+  if (const auto* h = r.hdo()) {
+    const sut::HdoParamState* s = h->state_of(t);
+    if (!s) return out;
+    out = ObservedState{to_floats(s->exp_avg), to_floats(s->exp_avg_sq),
+                        to_floats(s->master_param), s->step, true};
+    return out;
+  }
+  const auto& state = r.dist->optimizer().state();
+  auto it = state.find(c10::guts::to_string(t.unsafeGetTensorImpl()));
+  if (it == state.end()) return out;
+  const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+  return ObservedState{to_floats(s.exp_avg()), to_floats(s.exp_avg_sq()), to_floats(t), s.step(),
+                       true};
+}
+
+ObservedPlacement RankRig::placement(size_t g, size_t i) const {
+  const RankRigImpl& r = *impl_;
+  ObservedPlacement out;
+  const auto* h = r.hdo();
+  if (!h) return out;
+  const torch::Tensor& t = r.installed[g][i];
+  out.offloaded = h->is_offloaded(t);
+  out.fp32_copy = h->has_fp32_copy(t);
+  const torch::Tensor inner = h->inner_param(t);
+  out.host_pinned = out.offloaded && inner.is_pinned();
+  out.cpu_optimizer = h->cpu_optimizer_index(t);
+  return out;
+}
+
+int RankRig::num_cpu_optimizers() const {
+  const auto* h = impl_->hdo();
+  return h ? static_cast<int>(h->num_cpu_optimizers()) : 0;
+}
+
+bool RankRig::has_accelerator_optimizer() const {
+  const auto* h = impl_->hdo();
+  return h && h->has_gpu_optimizer();
+}
+
+RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+                         const sut::Behaviour& behaviour, torch::Device device, uint64_t seed) {
+  return RankRig(c, instance, rank, behaviour, device, seed).construction();
 }
 
 }  // namespace sc::sim

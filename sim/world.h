@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "model/reference.h"
 #include "model/shard.h"
 #include "model/spec.h"
 #include "sim/sut/behaviour.h"
@@ -49,7 +51,57 @@ struct RankObservation {
   int64_t host_bytes = 0;   // on success: the HDO's host copies
 };
 
-// Runs the port for `rank` of `instance` of case `c` under `behaviour` on `device`.
+// Where the hybrid optimizer put one installed tensor, read off the port.
+struct ObservedPlacement {
+  bool offloaded = false;
+  bool fp32_copy = false;
+  bool host_pinned = false;
+  int cpu_optimizer = -1;
+};
+
+// The optimizer state the port holds for one installed tensor.
+struct ObservedState {
+  std::vector<float> exp_avg, exp_avg_sq, master;
+  int64_t step = 0;
+  bool present = false;
+};
+
+struct RankRigImpl;
+
+// One rank of one instance of a case, built by the port and kept alive for stepping.
+class RankRig {
+ public:
+  RankRig(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed);
+  ~RankRig();
+  RankRig(const RankRig&) = delete;
+  RankRig& operator=(const RankRig&) = delete;
+
+  // What construction built (or the error it raised).
+  const RankObservation& construction() const;
+  // Initial values of every parameter of the case, as the port holds them (16-bit values are
+  // exactly representable); parameters of the other instance too, from the same seed.
+  const std::vector<std::vector<float>>& initial_values() const;
+  // One DistributedOptimizer step with these DP-reduced grads and group hyper-parameters.
+  // Requires successful construction.
+  void step(const model::StepInputs& in);
+  // The model parameter's values over the piece of installed entry (g, i).
+  std::vector<float> model_piece(size_t g, size_t i) const;
+  // The tensor the optimizer steps for entry (g, i) (master), as fp32 values.
+  std::vector<float> optimizer_piece(size_t g, size_t i) const;
+  // The optimizer state of entry (g, i).
+  ObservedState state(size_t g, size_t i) const;
+  // Placement of entry (g, i) (HybridDeviceOptimizer only; default otherwise).
+  ObservedPlacement placement(size_t g, size_t i) const;
+  // Number of host sub-optimizers and whether there is an accelerator one (HDO only).
+  int num_cpu_optimizers() const;
+  bool has_accelerator_optimizer() const;
+
+ private:
+  std::unique_ptr<RankRigImpl> impl_;
+};
+
+// Builds `rank` of `instance` of case `c` under `behaviour` on `device` and reports it.
 RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int64_t rank,
                          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed);
 

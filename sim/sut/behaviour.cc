@@ -8,7 +8,10 @@ const std::vector<Behaviour>& all_behaviours() {
     Behaviour pr6982 = up;
     pr6982.name = "pr6982";
     pr6982.detach_fp32_shard = true;
-    return std::vector<Behaviour>{up, pr6982};
+    Behaviour f1 = pr6982;
+    f1.name = "hdo-accel-grad";
+    f1.fix_hdo_accelerator_decoupled_grad = true;
+    return std::vector<Behaviour>{up, pr6982, f1};
   }();
   return kAll;
 }
@@ -30,6 +33,16 @@ const std::vector<Behaviour>& all_mutants() {
     meg03.name = "MEG-03";
     meg03.mutant_shard_size_for_double_dp = true;
     out.push_back(meg03);
+    auto add = [&](const char* name, bool Behaviour::*flag) {
+      Behaviour m = base;
+      m.name = name;
+      m.*flag = true;
+      out.push_back(m);
+    };
+    add("DS-01", &Behaviour::mutant_ds01_tail_momentum);
+    add("DS-03", &Behaviour::mutant_ds03_copy_back_slice);
+    add("DS-04", &Behaviour::mutant_ds04_shared_step);
+    add("DS-06", &Behaviour::mutant_ds06_group_by_position);
     return out;
   }();
   return kAll;

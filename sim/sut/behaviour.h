@@ -22,6 +22,19 @@ struct Behaviour {
   // Mutant MEG-03: size each rank's shard of a bucket for twice the DP ranks that the rank loop
   // walks, so trailing elements of every bucket belong to no rank.
   bool mutant_shard_size_for_double_dp = false;
+  // Finding F1 (FINDINGS.md): HybridDeviceOptimizer also hands `decoupled_grad` to the
+  // accelerator sub-optimizer as `.grad` for parameters it steps in place, so precision-aware
+  // runs update fp32 shards that stay on the accelerator.
+  bool fix_hdo_accelerator_decoupled_grad = false;
+  // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
+  bool mutant_ds01_tail_momentum = false;
+  // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index
+  // (`gbuf_world`) instead of the index inside the bucket, a wrong slice past the first bucket.
+  bool mutant_ds03_copy_back_slice = false;
+  // Mutant DS-04: FusedAdam keeps one step count for all groups, advanced once per group.
+  bool mutant_ds04_shared_step = false;
+  // Mutant DS-06: hyper-parameters synced into sub-optimizer group k come from HDO group k.
+  bool mutant_ds06_group_by_position = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

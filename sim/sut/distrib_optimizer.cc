@@ -60,12 +60,13 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
                                            std::vector<ModelParam>& model_params,
                                            std::vector<const ParamAndGradBuffer*> buffers,
                                            const Behaviour& behaviour, torch::Device accelerator,
-                                           const Probe& before_hand_over)
+                                           TensorAttrs* attrs, const Probe& before_hand_over)
     : config_(config),
       behaviour_(behaviour),
       accelerator_(accelerator),
       model_params_(model_params),
       buffers_(std::move(buffers)),
+      attrs_(attrs),
       optimizer_(std::move(inner)) {
   TORCH_CHECK(dynamic_cast<torch::optim::AdamW*>(optimizer_.get()) ||
                   dynamic_cast<torch::optim::Adam*>(optimizer_.get()) ||
@@ -101,7 +102,7 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
     gbuf_ranges_.push_back(std::move(map));
   }
   // `_build_model_param_gbuf_map`: param -> (gbuf index, bucket index).
-  std::map<int, std::pair<int, int>> param_gbuf_map;
+  std::map<int, std::pair<int, int>>& param_gbuf_map = param_gbuf_map_;
   for (int gi = 0; gi < static_cast<int>(gbuf_ranges_.size()); ++gi) {
     for (int b = 0; b < static_cast<int>(gbuf_ranges_[gi].buckets.size()); ++b) {
       for (const auto& [param, ranges] : gbuf_ranges_[gi].buckets[b].param_map) {
@@ -137,9 +138,7 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
       }
     }
   }
-  std::vector<std::pair<int, int>> flat_gbuf_map(model_params_.size(), {-1, -1});
-  for (const auto& [param, where] : param_gbuf_map) flat_gbuf_map[param] = where;
-  build_model_and_main_param_groups(flat_gbuf_map);
+  build_model_and_main_param_groups();
 
   // Rebuild the index map in installed order: [*model_fp32_group, *model_float16_group].
   if (behaviour_.mutant_stale_index_map) {
@@ -163,14 +162,21 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
     for (const auto& g : hdo->param_groups()) new_groups.emplace_back(g);
     HdoOptions defaults = hdo->hdo_defaults();
     optimizer_ = std::make_unique<HybridDeviceOptimizer>(std::move(new_groups), defaults,
-                                                         accelerator_);
+                                                         accelerator_, attrs_, behaviour_);
   }
   // Otherwise the groups were assigned in place; Python's load_state_dict(state_dict()) re-keys
   // a still-empty state and changes nothing.
 }
 
-void DistributedOptimizer::build_model_and_main_param_groups(
-    const std::vector<std::pair<int, int>>& param_gbuf_map) {
+const ParamRangeMap& DistributedOptimizer::ranges_of(int param) const {
+  const auto [gbuf_index, bucket_index] = param_gbuf_map_.at(param);
+  const auto& pm = gbuf_ranges_[gbuf_index].buckets[bucket_index].param_map;
+  const auto it =
+      std::find_if(pm.begin(), pm.end(), [&](const auto& e) { return e.first == param; });
+  return it->second;
+}
+
+void DistributedOptimizer::build_model_and_main_param_groups() {
   const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
   auto& inner_groups = optimizer_->param_groups();
   for (const GroupRange& group_range : opt_group_ranges_) {
@@ -180,11 +186,7 @@ void DistributedOptimizer::build_model_and_main_param_groups(
       ModelParam& mp = model_params_[param];
       torch::Tensor& model_param = mp.param;
       TORCH_CHECK(model_param.requires_grad(), "assert model_param.requires_grad");
-      const auto [gbuf_index, bucket_index] = param_gbuf_map[param];
-      const auto& pm = gbuf_ranges_[gbuf_index].buckets[bucket_index].param_map;
-      const auto it = std::find_if(pm.begin(), pm.end(),
-                                   [&](const auto& e) { return e.first == param; });
-      const Range param_range = it->second.param;
+      const Range param_range = ranges_of(param).param;
       const std::string type = megatron_type(model_param, accelerator_);
       if (type == "torch.cuda.HalfTensor" || type == "torch.cuda.BFloat16Tensor") {
         torch::Tensor shard_model_param =
@@ -220,6 +222,65 @@ void DistributedOptimizer::build_model_and_main_param_groups(
     shard_fp32_groups_.push_back(std::move(shard_fp32_this));
     shard_fp32_from_float16_groups_.push_back(std::move(shard_fp32_from_float16_this));
   }
+}
+
+}  // namespace sc::sut
+
+namespace sc::sut {
+
+void DistributedOptimizer::copy_model_grads_to_main_grads() {
+  const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+  auto copy_group_grads = [&](const std::vector<std::vector<int>>& model_groups,
+                              const std::vector<std::vector<torch::Tensor>>& shard_groups) {
+    for (size_t g = 0; g < model_groups.size(); ++g) {
+      for (size_t i = 0; i < model_groups[g].size(); ++i) {
+        const ModelParam& mp = model_params_[model_groups[g][i]];
+        torch::Tensor shard = shard_groups[g][i];
+        const Range r = ranges_of(model_groups[g][i]).param;
+        TORCH_CHECK(r.size() == shard.numel(), "param range size != shard numel");
+        torch::Tensor shard_grad = mp.main_grad.view(-1).slice(0, r.start, r.end);
+        if (pa) {
+          attrs_->set_decoupled_grad(shard, shard_grad);
+        } else {
+          shard.mutable_grad() = shard_grad.to(torch::kFloat);  // `.float()`: aliases if fp32
+        }
+      }
+    }
+  };
+  copy_group_grads(model_float16_groups_, pa ? shard_float16_groups_ : shard_fp32_from_float16_groups_);
+  copy_group_grads(model_fp32_groups_, shard_fp32_groups_);
+}
+
+void DistributedOptimizer::copy_main_params_to_model_params() {
+  if (config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8) return;
+  auto copy_group_params = [&](const std::vector<std::vector<torch::Tensor>>& shard_main_groups,
+                               const std::vector<std::vector<int>>& model_groups) {
+    for (size_t g = 0; g < model_groups.size(); ++g) {
+      for (size_t i = 0; i < model_groups[g].size(); ++i) {
+        const int param = model_groups[g][i];
+        const ParamRangeMap& ranges = ranges_of(param);
+        // DS-03: index the bucket with the absolute buffer range.
+        const Range world =
+            behaviour_.mutant_ds03_copy_back_slice ? ranges.gbuf_world : ranges.gbuf_world_in_bucket;
+        const torch::Tensor& shard_main = shard_main_groups[g][i];
+        TORCH_CHECK(world.size() == shard_main.numel(), "world range size != main param numel");
+        const auto [gbuf_index, bucket_index] = param_gbuf_map_.at(param);
+        const Bucket& bucket = buffers_[gbuf_index]->buckets()[bucket_index];
+        torch::Tensor dst = bucket.param_data.view(-1).slice(0, world.start, world.end);
+        TORCH_CHECK(dst.numel() == shard_main.numel(), "copy-back slice leaves the bucket");
+        dst.copy_(shard_main.detach());
+      }
+    }
+  };
+  copy_group_params(shard_fp32_from_float16_groups_, model_float16_groups_);
+  copy_group_params(shard_fp32_groups_, model_fp32_groups_);
+}
+
+void DistributedOptimizer::step() {
+  torch::NoGradGuard no_grad;
+  copy_model_grads_to_main_grads();
+  optimizer_->step();
+  copy_main_params_to_model_params();
 }
 
 }  // namespace sc::sut

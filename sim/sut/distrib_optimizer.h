@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "sim/sut/behaviour.h"
 #include "sim/sut/param_buffer.h"
+#include "sim/sut/tensor_attrs.h"
 #include "sim/sut/torch_fwd.h"
 
 namespace sc::sut {
@@ -71,7 +73,19 @@ class DistributedOptimizer {
   DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> inner, const OptimizerConfig& config,
                        std::vector<ModelParam>& model_params,
                        std::vector<const ParamAndGradBuffer*> buffers, const Behaviour& behaviour,
-                       torch::Device accelerator, const Probe& before_hand_over = nullptr);
+                       torch::Device accelerator, TensorAttrs* attrs,
+                       const Probe& before_hand_over = nullptr);
+
+  // `MixedPrecisionOptimizer.step` without grad scaler and clipping: model grads to main
+  // grads, the inner optimizer's step, main params to model params.
+  void step();
+  // `_copy_model_grads_to_main_grads`: `.grad` (cast to fp32) or, precision-aware,
+  // `.decoupled_grad` (no cast) of every shard, from the model param's `main_grad`.
+  void copy_model_grads_to_main_grads();
+  // `_copy_main_params_to_model_params` (a no-op when precision-aware).
+  void copy_main_params_to_model_params();
+  // The four ranges of model param `param` on this rank.
+  const ParamRangeMap& ranges_of(int param) const;
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const torch::optim::Optimizer& optimizer() const { return *optimizer_; }
@@ -97,13 +111,15 @@ class DistributedOptimizer {
   const std::vector<torch::Tensor>& installed(size_t g) const { return installed_[g]; }
 
  private:
-  void build_model_and_main_param_groups(const std::vector<std::pair<int, int>>& param_gbuf_map);
+  void build_model_and_main_param_groups();
 
   OptimizerConfig config_;
   Behaviour behaviour_;
   torch::Device accelerator_;
   std::vector<ModelParam>& model_params_;
   std::vector<const ParamAndGradBuffer*> buffers_;
+  TensorAttrs* attrs_;
+  std::map<int, std::pair<int, int>> param_gbuf_map_;  // param -> (gbuf index, bucket index)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<GbufRangeMap> gbuf_ranges_;
   std::vector<GroupRange> opt_group_ranges_;

@@ -2,43 +2,59 @@
 
 #include <set>
 
+#include "sim/sut/fused_adam.h"
+
 namespace sc::sut {
 
 namespace {
 
 const void* key(const torch::Tensor& t) { return t.unsafeGetTensorImpl(); }
 
-torch::optim::AdamWOptions adamw_options(const torch::optim::OptimizerOptions& group) {
-  const auto& o = static_cast<const HdoOptions&>(group);
+const HdoOptions& hdo(const torch::optim::OptimizerOptions& o) {
+  return static_cast<const HdoOptions&>(o);
+}
+
+torch::optim::AdamWOptions adamw_options(const HdoOptions& o) {
   return torch::optim::AdamWOptions(o.lr())
       .betas({o.beta1(), o.beta2()})
       .eps(o.eps())
       .weight_decay(o.weight_decay());
 }
 
+FusedAdamOptions fused_options(const HdoOptions& o) {
+  return FusedAdamOptions().lr(o.lr()).beta1(o.beta1()).beta2(o.beta2()).eps(o.eps()).weight_decay(
+      o.weight_decay());
+}
+
+template <typename F>
+void for_each_param(torch::optim::Optimizer& opt, F f) {
+  for (auto& g : opt.param_groups()) {
+    for (auto& p : g.params()) f(p);
+  }
+}
+
 }  // namespace
 
 HybridDeviceOptimizer::HybridDeviceOptimizer(
     std::vector<torch::optim::OptimizerParamGroup> param_groups, const HdoOptions& defaults,
-    torch::Device accelerator)
+    torch::Device accelerator, const TensorAttrs* attrs, const Behaviour& behaviour)
     : torch::optim::Optimizer(std::move(param_groups), std::make_unique<HdoOptions>(defaults)),
-      accelerator_(accelerator) {
+      accelerator_(accelerator),
+      attrs_(attrs),
+      behaviour_(behaviour) {
   init_sub_optimizers();
 }
 
-const HdoOptions& HybridDeviceOptimizer::hdo_defaults() const {
-  return static_cast<const HdoOptions&>(defaults());
-}
+const HdoOptions& HybridDeviceOptimizer::hdo_defaults() const { return hdo(defaults()); }
 
 void HybridDeviceOptimizer::init_sub_optimizers() {
   const HdoOptions& opts = hdo_defaults();
   const bool cuda = accelerator_.is_cuda();
   // `param.is_cuda`: on the accelerator and not one of our host copies.
-  std::set<const void*> host_copies;
+  std::set<const void*> host;
   auto on_accelerator = [&](const torch::Tensor& t) {
-    return t.device().type() == accelerator_.type() && host_copies.count(key(t)) == 0;
+    return t.device().type() == accelerator_.type() && host.count(key(t)) == 0;
   };
-
   int64_t gpu_total = 0;
   for (const auto& g : param_groups_) {
     for (const auto& p : g.params()) {
@@ -56,29 +72,41 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       if (static_cast<double>(offloaded) < threshold && on_accelerator(p)) {
         p = p.detach().clone().cpu();
         if (cuda) p = p.pin_memory();
-        host_copies.insert(key(p));
+        host.insert(key(p));
         offloaded += p.numel();
         cpu_copy = true;
       }
       if (opts.param_update_in_fp32() && p.scalar_type() != torch::kFloat) {
-        const bool host = host_copies.count(key(p)) != 0;
+        const bool on_host = host.count(key(p)) != 0;
         p = p.detach().clone().to(torch::kFloat);  // not pinned at d8b71082
-        if (host) host_copies.insert(key(p));
+        if (on_host) host.insert(key(p));
         param_to_fp32_param_[key(orig)] = p;
       }
-      if (cpu_copy) gpu_params_map_cpu_copy_[key(orig)] = p;
+      if (cpu_copy) {
+        gpu_params_map_cpu_copy_[key(orig)] = p;
+        cpu_copys_map_gpu_param_[key(p)] = orig;
+      }
       (on_accelerator(p) ? gpu_params : cpu_params).push_back(p);
     }
-    if (!gpu_params.empty()) gpu_groups.emplace_back(gpu_params, std::make_unique<torch::optim::AdamWOptions>(adamw_options(g.options())));
-    if (!cpu_params.empty()) cpu_groups.emplace_back(cpu_params, std::make_unique<torch::optim::AdamWOptions>(adamw_options(g.options())));
+    if (!gpu_params.empty()) {
+      gpu_groups.emplace_back(gpu_params,
+                              std::make_unique<FusedAdamOptions>(fused_options(hdo(g.options()))));
+    }
+    if (!cpu_params.empty()) {
+      cpu_groups.emplace_back(
+          cpu_params,
+          std::make_unique<torch::optim::AdamWOptions>(adamw_options(hdo(g.options()))));
+    }
   }
   for (const auto& g : param_groups_) {
     for (const auto& p : g.params()) {
       auto f = param_to_fp32_param_.find(key(p));
       auto c = gpu_params_map_cpu_copy_.find(key(p));
-      param_to_inner_param_[key(p)] = f != param_to_fp32_param_.end()   ? f->second
-                                      : c != gpu_params_map_cpu_copy_.end() ? c->second
-                                                                            : p;
+      torch::Tensor inner = f != param_to_fp32_param_.end()       ? f->second
+                            : c != gpu_params_map_cpu_copy_.end() ? c->second
+                                                                  : p;
+      param_to_inner_param_[key(p)] = inner;
+      inner_param_to_orig_param_[key(inner)] = p;
     }
   }
   if (opts.overlap_cpu_optimizer_d2h_h2d()) {
@@ -93,24 +121,179 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
     cpu_optimizers_.push_back(std::make_unique<torch::optim::AdamW>(std::move(cpu_groups)));
   }
   if (!gpu_groups.empty()) {
-    gpu_optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(gpu_groups));
+    // The factory builds TE's FusedAdam without use_decoupled_grad: it reads `.grad`.
+    gpu_optimizer_ = std::make_unique<FusedAdam>(std::move(gpu_groups), FusedAdamOptions(),
+                                                 attrs_, /*use_decoupled_grad=*/false, behaviour_);
   }
 }
 
-torch::Tensor HybridDeviceOptimizer::step(LossClosure) {
-  TORCH_CHECK(false,
-              "HybridDeviceOptimizer::step: the step flow is not ported yet; this build checks "
-              "construction only");
+const torch::optim::OptimizerParamGroup& HybridDeviceOptimizer::hdo_group_of(
+    const torch::Tensor& original) const {
+  for (const auto& g : param_groups_) {
+    for (const auto& p : g.params()) {
+      if (key(p) == key(original)) return g;
+    }
+  }
+  TORCH_CHECK(false, "parameter not in any HybridDeviceOptimizer group");
+}
+
+void HybridDeviceOptimizer::sync_hdo_param_groups_to_sub_optimizers() {
+  std::vector<torch::optim::Optimizer*> subs;
+  for (auto& c : cpu_optimizers_) subs.push_back(c.get());
+  if (gpu_optimizer_) subs.push_back(gpu_optimizer_.get());
+  for (torch::optim::Optimizer* sub : subs) {
+    auto& groups = sub->param_groups();
+    for (size_t k = 0; k < groups.size(); ++k) {
+      TORCH_CHECK(!groups[k].params().empty(), "sub-optimizer group is empty");
+      const torch::Tensor orig = inner_param_to_orig_param_.at(key(groups[k].params()[0]));
+      // DS-06: take the HDO group by the sub-group's position instead of by its first param.
+      const HdoOptions& src =
+          behaviour_.mutant_ds06_group_by_position && k < param_groups_.size()
+              ? hdo(param_groups_[k].options())
+              : hdo(hdo_group_of(orig).options());
+      if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&groups[k].options())) {
+        a->lr(src.lr()).betas({src.beta1(), src.beta2()}).eps(src.eps()).weight_decay(
+            src.weight_decay());
+      } else {
+        auto& f = static_cast<FusedAdamOptions&>(groups[k].options());
+        f.lr(src.lr()).beta1(src.beta1()).beta2(src.beta2()).eps(src.eps()).weight_decay(
+            src.weight_decay());
+      }
+    }
+  }
+}
+
+void HybridDeviceOptimizer::set_sub_optimizer_grads() {
+  // Runs on the D2H stream on CUDA; a plain sequence on the CPU.
+  if (hdo_defaults().param_update_in_fp32()) {
+    for (const auto& g : param_groups_) {
+      for (const auto& param : g.params()) {
+        auto it = param_to_fp32_param_.find(key(param));
+        if (it == param_to_fp32_param_.end() || gpu_params_map_cpu_copy_.count(key(param))) {
+          continue;
+        }
+        torch::Tensor fp32_param = it->second;
+        torch::Tensor grad = attrs_->decoupled_grad_or_grad(param);
+        if (grad.defined()) {
+          fp32_param.mutable_grad() = grad.to(fp32_param.scalar_type());
+          fp32_param.requires_grad_(true);
+        } else {
+          fp32_param.requires_grad_(false);
+        }
+      }
+    }
+  }
+  if (behaviour_.fix_hdo_accelerator_decoupled_grad) {
+    // F1 fix: parameters stepped in place on the accelerator read `.grad`; give them the
+    // decoupled grad that precision-aware DistributedOptimizer sets.
+    for (auto& g : param_groups_) {
+      for (auto& param : g.params()) {
+        if (gpu_params_map_cpu_copy_.count(key(param)) || param_to_fp32_param_.count(key(param))) {
+          continue;
+        }
+        if (attrs_->has_decoupled_grad(param)) param.mutable_grad() = attrs_->decoupled_grad(param);
+      }
+    }
+  }
+  for (auto& opt : cpu_optimizers_) {
+    for_each_param(*opt, [&](torch::Tensor& param) {
+      const torch::Tensor gpu_param = cpu_copys_map_gpu_param_.at(key(param));
+      torch::Tensor grad = attrs_->decoupled_grad_or_grad(gpu_param);
+      param.requires_grad_(false);
+      if (!grad.defined()) return;
+      auto it = cpu_copy_map_grad_.find(key(param));
+      if (it == cpu_copy_map_grad_.end()) {
+        auto options = torch::TensorOptions().dtype(param.scalar_type()).device(torch::kCPU);
+        if (accelerator_.is_cuda()) options = options.pinned_memory(hdo_defaults().pin_cpu_grads());
+        it = cpu_copy_map_grad_.emplace(key(param), torch::empty(param.sizes(), options)).first;
+        param.mutable_grad() = it->second;
+      }
+      it->second.copy_(grad, /*non_blocking=*/true);
+    });
+    // On CUDA an event is recorded on the D2H stream here, one per host optimizer.
+  }
+}
+
+torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  sync_hdo_param_groups_to_sub_optimizers();
+  set_sub_optimizer_grads();
+  if (gpu_optimizer_) {
+    gpu_optimizer_->step(closure);
+    if (hdo_defaults().param_update_in_fp32()) {  // post-step hook: fp32 copies back
+      for (const auto& g : param_groups_) {
+        for (const auto& param : g.params()) {
+          if (gpu_params_map_cpu_copy_.count(key(param))) continue;
+          auto it = param_to_fp32_param_.find(key(param));
+          if (it != param_to_fp32_param_.end()) param.detach().copy_(it->second.detach());
+        }
+      }
+    }
+  }
+  for (auto& opt : cpu_optimizers_) {
+    // On CUDA the host waits for this optimizer's D2H event here.
+    opt->step(closure);
+    for_each_param(*opt, [&](torch::Tensor& param) {  // post-step hook: host copy back
+      cpu_copys_map_gpu_param_.at(key(param)).detach().copy_(param.detach(), true);
+    });
+  }
+  sync_sub_optimizers_state_to_hdo();
+  return {};
+}
+
+void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
+  state_view_.clear();
+  for (auto& opt : cpu_optimizers_) {
+    for_each_param(*opt, [&](torch::Tensor& inner) {
+      auto it = opt->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
+      if (it == opt->state().end()) return;
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      HdoParamState st{s.exp_avg(), s.exp_avg_sq(), inner, s.step()};
+      state_view_[key(inner_param_to_orig_param_.at(key(inner)))] = st;
+    });
+  }
+  if (auto* fused = dynamic_cast<FusedAdam*>(gpu_optimizer_.get())) {
+    for (auto& g : fused->param_groups()) {
+      const int64_t step = static_cast<const FusedAdamOptions&>(g.options()).step();
+      for (auto& inner : g.params()) {
+        const FusedAdamState* s = fused->state_of(inner);
+        if (!s) continue;
+        state_view_[key(inner_param_to_orig_param_.at(key(inner)))] =
+            HdoParamState{s->exp_avg(), s->exp_avg_sq(), inner, step};
+      }
+    }
+  }
 }
 
 bool HybridDeviceOptimizer::is_offloaded(const torch::Tensor& original) const {
   return gpu_params_map_cpu_copy_.count(key(original)) != 0;
 }
 
+bool HybridDeviceOptimizer::has_fp32_copy(const torch::Tensor& original) const {
+  return param_to_fp32_param_.count(key(original)) != 0;
+}
+
 torch::Tensor HybridDeviceOptimizer::inner_param(const torch::Tensor& original) const {
   auto it = param_to_inner_param_.find(key(original));
   TORCH_CHECK(it != param_to_inner_param_.end(), "not a parameter of this optimizer");
   return it->second;
+}
+
+int HybridDeviceOptimizer::cpu_optimizer_index(const torch::Tensor& original) const {
+  const torch::Tensor inner = inner_param(original);
+  for (size_t i = 0; i < cpu_optimizers_.size(); ++i) {
+    for (const auto& g : cpu_optimizers_[i]->param_groups()) {
+      for (const auto& p : g.params()) {
+        if (key(p) == key(inner)) return static_cast<int>(i);
+      }
+    }
+  }
+  return -1;
+}
+
+const HdoParamState* HybridDeviceOptimizer::state_of(const torch::Tensor& original) const {
+  auto it = state_view_.find(key(original));
+  return it == state_view_.end() ? nullptr : &it->second;
 }
 
 }  // namespace sc::sut

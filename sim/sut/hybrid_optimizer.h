@@ -1,16 +1,19 @@
-// Port of Megatron's HybridDeviceOptimizer (cpu_offloading/hybrid_optimizer.py): construction
-// through torch::optim's add_param_group (the leaf check), the greedy whole-tensor offload split,
-// host copies, fp32 copies and the sub-optimizers.
+// Port of Megatron's HybridDeviceOptimizer (cpu_offloading/hybrid_optimizer.py at d8b71082):
+// construction through torch::optim's add_param_group (the leaf check), the greedy whole-tensor
+// offload split, host and fp32 copies, the sub-optimizers (host: one torch::optim::AdamW per
+// tensor with overlap, else one; accelerator: FusedAdam reading `.grad`), and the step flow.
 //
 // The accelerator side runs on `accelerator` (CUDA, or the CPU standing in for it); host copies
-// are pinned only when the accelerator is CUDA. The GPU sub-optimizer is torch::optim::AdamW,
-// Megatron's choice when neither Transformer Engine nor Apex is installed.
+// are pinned only when the accelerator is CUDA. On the CPU the streams and events of the step
+// flow are no-ops: every copy completes before the next operation.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "sim/sut/behaviour.h"
+#include "sim/sut/tensor_attrs.h"
 #include "sim/sut/torch_fwd.h"
 
 namespace sc::sut {
@@ -31,32 +34,55 @@ struct HdoOptions : public torch::optim::OptimizerCloneableOptions<HdoOptions> {
   void set_lr(const double lr) override { this->lr(lr); }
 };
 
+// What hdo.state holds for one original parameter after a step.
+struct HdoParamState {
+  torch::Tensor exp_avg, exp_avg_sq, master_param;
+  int64_t step = 0;
+};
+
 // HybridDeviceOptimizer; construction throws c10::Error("can't optimize a non-leaf Tensor")
 // for a non-leaf parameter, exactly where torch.optim raises ValueError.
 class HybridDeviceOptimizer : public torch::optim::Optimizer {
  public:
   HybridDeviceOptimizer(std::vector<torch::optim::OptimizerParamGroup> param_groups,
-                        const HdoOptions& defaults, torch::Device accelerator);
+                        const HdoOptions& defaults, torch::Device accelerator,
+                        const TensorAttrs* attrs, const Behaviour& behaviour);
 
-  // The step flow belongs to the hybrid-optimizer port; construction is what is ported here.
+  // Syncs hyper-parameters, moves grads to the host copies, steps the accelerator then the host
+  // sub-optimizers, copies results back and rebuilds the state view.
   torch::Tensor step(LossClosure closure = nullptr) override;
 
   // True when `original` (an HDO parameter) was offloaded to a host copy.
   bool is_offloaded(const torch::Tensor& original) const;
+  // True when `original` has an fp32 copy (`param_to_fp32_param`).
+  bool has_fp32_copy(const torch::Tensor& original) const;
   // The host copy, fp32 copy or the original itself that a sub-optimizer steps.
   torch::Tensor inner_param(const torch::Tensor& original) const;
-  // Number of host (CPU) sub-optimizers and whether an accelerator one exists.
+  // Index of the host sub-optimizer stepping `original`, -1 for the accelerator one.
+  int cpu_optimizer_index(const torch::Tensor& original) const;
+  // `hdo.state[original]` after the last step (nullptr before the first).
+  const HdoParamState* state_of(const torch::Tensor& original) const;
   size_t num_cpu_optimizers() const { return cpu_optimizers_.size(); }
   bool has_gpu_optimizer() const { return gpu_optimizer_ != nullptr; }
   const HdoOptions& hdo_defaults() const;
 
  private:
   void init_sub_optimizers();
+  void sync_hdo_param_groups_to_sub_optimizers();
+  void set_sub_optimizer_grads();
+  void sync_sub_optimizers_state_to_hdo();
+  const torch::optim::OptimizerParamGroup& hdo_group_of(const torch::Tensor& original) const;
 
   torch::Device accelerator_;
+  const TensorAttrs* attrs_;
+  Behaviour behaviour_;
   std::map<const void*, torch::Tensor> param_to_fp32_param_;
   std::map<const void*, torch::Tensor> gpu_params_map_cpu_copy_;
+  std::map<const void*, torch::Tensor> cpu_copys_map_gpu_param_;
   std::map<const void*, torch::Tensor> param_to_inner_param_;
+  std::map<const void*, torch::Tensor> inner_param_to_orig_param_;
+  std::map<const void*, torch::Tensor> cpu_copy_map_grad_;
+  std::map<const void*, HdoParamState> state_view_;
   std::vector<std::unique_ptr<torch::optim::Optimizer>> cpu_optimizers_;
   std::unique_ptr<torch::optim::Optimizer> gpu_optimizer_;
 };

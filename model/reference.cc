@@ -1,0 +1,60 @@
+#include "model/reference.h"
+
+#include "model/rounding.h"
+
+namespace sc::model {
+
+RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
+                             const std::vector<std::vector<float>>& initial, FmaMode fma,
+                             bool accelerator_is_cuda)
+    : case_(c), plan_(plan), fma_(fma) {
+  std::vector<std::vector<HdoTensor>> tensors;
+  for (const GroupPlan& g : plan.groups) {
+    std::vector<HdoTensor> ts;
+    for (const ShardEntry& e : g.installed) ts.push_back(HdoTensor{e.param_range.size(), e.dtype});
+    tensors.push_back(std::move(ts));
+  }
+  if (c.cpu_offload) {
+    offload_ = plan_offload(tensors, HdoConfig{c.offload_fraction, true, true, accelerator_is_cuda});
+  }
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    std::vector<UpdatePath> paths;
+    std::vector<std::vector<float>> masters;
+    for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+      const ShardEntry& e = plan.groups[g].installed[i];
+      const bool host = !c.cpu_offload || offload_.placements[g][i].offloaded;
+      paths.push_back(host ? UpdatePath::kTorchCpu : UpdatePath::kFusedAccelerator);
+      const auto& full = initial.at(e.param);
+      masters.emplace_back(full.begin() + e.param_range.start, full.begin() + e.param_range.end);
+    }
+    path_.push_back(std::move(paths));
+    model_.push_back(masters);
+    master_.push_back(std::move(masters));
+    state_.emplace_back(plan.groups[g].installed.size());
+  }
+}
+
+void RankReference::step(const StepInputs& in) {
+  ++steps_;
+  for (size_t g = 0; g < plan_.groups.size(); ++g) {
+    const AdamWHyper& h = in.group_hyper.at(plan_.groups[g].group);
+    for (size_t i = 0; i < plan_.groups[g].installed.size(); ++i) {
+      const ShardEntry& e = plan_.groups[g].installed[i];
+      const ParamSpec& p = case_.params[e.param];
+      const DType grad_dtype = case_.grad_reduce_in_fp32 ? DType::kFloat32 : p.dtype;
+      const auto& full = in.grads.at(e.param);
+      std::vector<float> grad(full.begin() + e.param_range.start,
+                              full.begin() + e.param_range.end);
+      for (float& x : grad) x = round_to(grad_dtype, x);
+      std::vector<float>& master = master_[g][i];
+      if (path_[g][i] == UpdatePath::kTorchCpu) {
+        adamw_step_torch(master, grad, state_[g][i], h, fma_);
+      } else {
+        adamw_step_fused(master, grad, state_[g][i], h, steps_);
+      }
+      for (size_t k = 0; k < master.size(); ++k) model_[g][i][k] = round_to(p.dtype, master[k]);
+    }
+  }
+}
+
+}  // namespace sc::model

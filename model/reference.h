@@ -1,0 +1,63 @@
+// The numerical reference of one rank: what every owned piece of every model parameter must
+// hold after each step, under Megatron's precision rules and single-device AdamW.
+//
+// Each owned piece has an fp32 master (the fp32 model parameter itself, or an fp32 copy of a
+// 16-bit one), stepped with the DP-reduced gradient rounded to the grad buffer's dtype; the model
+// parameter is the master rounded to its dtype. The update follows the operation order of the
+// sub-optimizer that steps the piece (LibTorch's CPU AdamW on the host or in the plain
+// distributed optimizer, FusedAdam on the accelerator), so comparisons with the port are exact.
+#pragma once
+
+#include <vector>
+
+#include "model/adamw.h"
+#include "model/offload_plan.h"
+#include "model/shard.h"
+#include "model/spec.h"
+
+namespace sc::model {
+
+// Inputs of one step: the full DP-reduced gradient of every parameter and each group's
+// hyper-parameters (indexed by CaseSpec group index).
+struct StepInputs {
+  std::vector<std::vector<float>> grads;
+  std::vector<AdamWHyper> group_hyper;
+};
+
+// Which implementation steps a piece.
+enum class UpdatePath { kTorchCpu, kFusedAccelerator };
+
+// The reference of one rank of one instance.
+class RankReference {
+ public:
+  // `initial[p]` holds parameter p's initial values (representable in its dtype); `fma` is the
+  // FMA mode of the LibTorch CPU kernels in use.
+  RankReference(const CaseSpec& c, const RankPlan& plan,
+                const std::vector<std::vector<float>>& initial, FmaMode fma,
+                bool accelerator_is_cuda);
+
+  // Applies one step.
+  void step(const StepInputs& in);
+  // Expected model-parameter values of installed entry (g, i) (its piece of the parameter).
+  const std::vector<float>& model_piece(size_t g, size_t i) const { return model_[g][i]; }
+  // Expected fp32 master of entry (g, i).
+  const std::vector<float>& master_piece(size_t g, size_t i) const { return master_[g][i]; }
+  // Expected optimizer state of entry (g, i).
+  const AdamWState32& state(size_t g, size_t i) const { return state_[g][i]; }
+  // The path that steps entry (g, i).
+  UpdatePath path(size_t g, size_t i) const { return path_[g][i]; }
+  // The offload plan of this rank (empty without offload).
+  const OffloadPlan& offload_plan() const { return offload_; }
+
+ private:
+  const CaseSpec& case_;
+  const RankPlan& plan_;
+  FmaMode fma_;
+  int64_t steps_ = 0;
+  OffloadPlan offload_;
+  std::vector<std::vector<UpdatePath>> path_;
+  std::vector<std::vector<std::vector<float>>> master_, model_;
+  std::vector<std::vector<AdamWState32>> state_;
+};
+
+}  // namespace sc::model

@@ -1,0 +1,45 @@
+#include "model/rounding.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace sc::model {
+
+float round_to_bf16(float x) {
+  if (std::isnan(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  u &= 0xFFFF0000u;
+  float out;
+  std::memcpy(&out, &u, sizeof out);
+  return out;
+}
+
+float round_to_fp16(float x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0.0f) return x;
+  const float a = std::fabs(x);
+  // Largest finite half is 65504; values from 65520 on round to infinity.
+  if (a >= 65520.0f) return std::copysign(INFINITY, x);
+  int exp = 0;
+  std::frexp(a, &exp);  // a = m * 2^exp, m in [0.5, 1)
+  // Spacing of halves near a: 2^(exp - 11) for normals (exp >= -13), 2^-24 for subnormals.
+  const int e = exp - 11 < -24 ? -24 : exp - 11;
+  const float scaled = std::ldexp(a, -e);  // exact: a power-of-two scaling
+  const float rounded = std::nearbyint(scaled);  // the default rounding mode: ties to even
+  return std::copysign(std::ldexp(rounded, e), x);
+}
+
+float round_to(DType d, float x) {
+  switch (d) {
+    case DType::kBFloat16:
+      return round_to_bf16(x);
+    case DType::kFloat16:
+      return round_to_fp16(x);
+    default:
+      return x;
+  }
+}
+
+}  // namespace sc::model

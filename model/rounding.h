@@ -1,0 +1,19 @@
+// Round-to-nearest-even from fp32 to bf16 and fp16, returned as the fp32 value of the result.
+//
+// These are the roundings of `tensor.to(bfloat16)` and `tensor.to(float16)` (LibTorch's
+// c10::BFloat16 and c10::Half conversions): NaN stays NaN, overflow goes to infinity, fp16
+// subnormals are kept.
+#pragma once
+
+#include "model/dtype.h"
+
+namespace sc::model {
+
+// `x` rounded to bf16 (8 exponent, 7 mantissa bits), ties to even.
+float round_to_bf16(float x);
+// `x` rounded to IEEE binary16, ties to even.
+float round_to_fp16(float x);
+// `x` rounded to `d` (fp32 and fp64: unchanged).
+float round_to(DType d, float x);
+
+}  // namespace sc::model
