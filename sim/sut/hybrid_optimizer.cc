@@ -50,8 +50,9 @@ const HdoOptions& HybridDeviceOptimizer::hdo_defaults() const { return hdo(defau
 void HybridDeviceOptimizer::init_sub_optimizers() {
   const HdoOptions& opts = hdo_defaults();
   const bool cuda = accelerator_.is_cuda();
-  // `param.is_cuda`: on the accelerator and not one of our host copies.
-  std::set<const void*> host;
+  // `param.is_cuda`: on the accelerator and not one of our host copies. The map holds the host
+  // tensors so that no address in it is freed and reused while the split runs.
+  std::map<const void*, torch::Tensor> host;
   auto on_accelerator = [&](const torch::Tensor& t) {
     return t.device().type() == accelerator_.type() && host.count(key(t)) == 0;
   };
@@ -72,14 +73,14 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       if (static_cast<double>(offloaded) < threshold && on_accelerator(p)) {
         p = p.detach().clone().cpu();
         if (cuda) p = p.pin_memory();
-        host.insert(key(p));
+        host.emplace(key(p), p);
         offloaded += p.numel();
         cpu_copy = true;
       }
       if (opts.param_update_in_fp32() && p.scalar_type() != torch::kFloat) {
         const bool on_host = host.count(key(p)) != 0;
         p = p.detach().clone().to(torch::kFloat);  // not pinned at d8b71082
-        if (on_host) host.insert(key(p));
+        if (on_host) host.emplace(key(p), p);
         param_to_fp32_param_[key(orig)] = p;
       }
       if (cpu_copy) {

@@ -1,0 +1,100 @@
+#include "properties/gen/step_gen.h"
+
+#include "properties/gen/case_gen.h"
+#include "properties/gen/choice.h"
+#include "sim/rng.h"
+
+namespace sc::gen {
+
+namespace {
+
+rc::Gen<StepDraw> step_draw(const model::CaseSpec& c, bool zero_lr) {
+  const size_t n = c.params.size();
+  const int groups = c.num_groups();
+  return rc::gen::exec([n, groups, zero_lr] {
+    StepDraw d;
+    d.grad_seed = *rc::gen::arbitrary<uint64_t>();
+    for (size_t i = 0; i < n; ++i) {
+      d.kinds.push_back(*weighted_choice<GradKind>({{6, GradKind::kOrdinary},
+                                                    {2, GradKind::kZero},
+                                                    {1, GradKind::kTiny},
+                                                    {1, GradKind::kLarge}}));
+    }
+    for (int g = 0; g < groups; ++g) {
+      model::AdamWHyper h;
+      if (zero_lr) {
+        h.lr = 0.0;
+        h.weight_decay = 0.0;
+      } else {
+        h.lr = *weighted_choice<double>({{3, 1e-3}, {2, 1e-2}, {1, 1e-4}, {1, 0.0}});
+        h.weight_decay = *weighted_choice<double>({{2, 0.0}, {2, 0.1}, {1, 0.01}});
+      }
+      d.hyper.push_back(h);
+    }
+    return d;
+  });
+}
+
+rc::Gen<Schedule> schedule_of(const model::CaseSpec& c, int max_steps, bool zero_lr) {
+  return rc::gen::exec([c, max_steps, zero_lr] {
+    Schedule s;
+    const int steps = *rc::gen::inRange(1, max_steps + 1);
+    for (int k = 0; k < steps; ++k) s.steps.push_back(*step_draw(c, zero_lr));
+    return s;
+  });
+}
+
+}  // namespace
+
+rc::Gen<Schedule> schedule(const model::CaseSpec& c, int max_steps) {
+  return rc::gen::resize(rc::kNominalSize, schedule_of(c, max_steps, false));
+}
+
+rc::Gen<Schedule> zero_lr_schedule(const model::CaseSpec& c, int max_steps) {
+  return rc::gen::resize(rc::kNominalSize, schedule_of(c, max_steps, true));
+}
+
+model::StepInputs materialise(const model::CaseSpec& c, const StepDraw& d) {
+  model::StepInputs in;
+  sim::SplitMix64 rng(d.grad_seed);
+  for (size_t i = 0; i < c.params.size(); ++i) {
+    std::vector<float> g(static_cast<size_t>(c.params[i].numel()));
+    const float scale = d.kinds[i] == GradKind::kTiny    ? 1e-6f
+                        : d.kinds[i] == GradKind::kLarge ? 1e3f
+                                                         : 1.0f;
+    for (float& x : g) x = d.kinds[i] == GradKind::kZero ? 0.0f : rng.symmetric_unit() * scale;
+    in.grads.push_back(std::move(g));
+  }
+  in.group_hyper = d.hyper;
+  return in;
+}
+
+double max_lr(const Schedule& s) {
+  double m = 0;
+  for (const auto& d : s.steps) {
+    for (const auto& h : d.hyper) m = std::max(m, h.lr);
+  }
+  return m;
+}
+
+rc::Gen<model::CaseSpec> numeric_case_spec() {
+  return rc::gen::map(case_spec(), [](model::CaseSpec c) {
+    if (!c.cpu_offload) c.precision_aware = false;
+    return c;
+  });
+}
+
+void showValue(const Schedule& s, std::ostream& os) {
+  os << "Schedule{" << s.steps.size() << " steps:";
+  for (const auto& d : s.steps) {
+    os << " [seed=" << d.grad_seed << " kinds=";
+    for (GradKind k : d.kinds) os << "OZTL"[static_cast<int>(k)];
+    for (size_t g = 0; g < d.hyper.size(); ++g) {
+      os << " g" << g << ":lr=" << d.hyper[g].lr << ",wd=" << d.hyper[g].weight_decay;
+    }
+    os << "]";
+  }
+  os << "}";
+}
+
+}  // namespace sc::gen

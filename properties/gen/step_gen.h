@@ -1,0 +1,46 @@
+// Generators of step schedules for the numerical properties: 1 to 8 steps, each with a gradient
+// kind per parameter (ordinary, all zero, tiny, large; values from a per-step seed) and per-group
+// learning rate and weight decay that may change between steps.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "model/reference.h"
+#include "model/spec.h"
+
+namespace sc::gen {
+
+// How one parameter's gradient is drawn in one step.
+enum class GradKind { kOrdinary, kZero, kTiny, kLarge };
+
+// One generated step, before materialisation.
+struct StepDraw {
+  uint64_t grad_seed = 0;
+  std::vector<GradKind> kinds;             // per case parameter
+  std::vector<model::AdamWHyper> hyper;    // per case group index
+};
+
+// A schedule of steps.
+struct Schedule {
+  std::vector<StepDraw> steps;
+};
+
+// A schedule for `c` with 1 to `max_steps` steps.
+rc::Gen<Schedule> schedule(const model::CaseSpec& c, int max_steps);
+// A schedule whose every step has learning rate 0 and weight decay 0.
+rc::Gen<Schedule> zero_lr_schedule(const model::CaseSpec& c, int max_steps);
+// The inputs of step `d` for `c`: grads filled from the step's seed by kind.
+model::StepInputs materialise(const model::CaseSpec& c, const StepDraw& d);
+// The largest learning rate of the schedule.
+double max_lr(const Schedule& s);
+// A case for the numerical properties: case_spec(), with precision-aware switched off where
+// there is no offload (that path needs FusedAdam's master weights, which the port lacks).
+rc::Gen<model::CaseSpec> numeric_case_spec();
+
+void showValue(const Schedule& s, std::ostream& os);
+
+}  // namespace sc::gen

@@ -1,0 +1,228 @@
+#include "properties/numeric_props.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include <rapidcheck.h>
+
+#include "model/layout.h"
+#include "model/reference.h"
+#include "model/shard.h"
+#include "properties/checks.h"
+#include "properties/support.h"
+#include "sim/fma_probe.h"
+#include "sim/world.h"
+#include "tests/support/tolerances.h"
+
+namespace sc::props {
+
+namespace {
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
+}
+
+Violation compare_exact(const std::vector<float>& got, const std::vector<float>& want,
+                        const std::string& what) {
+  if (got.size() != want.size()) {
+    return what + ": size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+  }
+  for (size_t k = 0; k < got.size(); ++k) {
+    if (!same_bits(got[k], want[k])) {
+      std::ostringstream os;
+      os.precision(9);
+      os << what << ": first difference at element " << k << ": port " << got[k]
+         << ", reference " << want[k];
+      return os.str();
+    }
+  }
+  return std::nullopt;
+}
+
+std::string entry_name(const model::CaseSpec& c, const model::RankPlan& plan, size_t g, size_t i,
+                       int step) {
+  std::ostringstream os;
+  os << (plan.instance == model::Instance::kExpert ? "expert" : "dense") << " rank " << plan.rank
+     << " step " << step << " " << c.params[plan.groups[g].installed[i].param].name << " piece "
+     << plan.groups[g].installed[i].param_range;
+  return os.str();
+}
+
+void check(const Violation& v, const sut::Behaviour& b) {
+  if (v) RC_LOG() << "variant " << b.name << ": " << *v << "\n";
+  RC_ASSERT(!v);
+}
+
+model::FmaMode fma_mode() {
+  const auto mode = sim::torch_cpu_fma_mode();
+  if (!mode) RC_FAIL("neither FMA mode reproduces LibTorch's CPU AdamW on this machine");
+  return *mode;
+}
+
+// Calls f(instance, rank, layouts) for every checked rank of both instances.
+template <typename F>
+void for_checked_ranks(const model::CaseSpec& c, F f) {
+  const auto layouts = model::full_param_layout(c);
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (!model::instance_present(c, inst)) continue;
+    for (int64_t r : ranks_to_check(c, layouts, inst)) f(inst, r, layouts);
+  }
+}
+
+void classify(const model::CaseSpec& c, const gen::Schedule& s) {
+  RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 0.0, "fraction 0");
+  RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 1.0, "fraction 1");
+  RC_CLASSIFY(c.cpu_offload && c.offload_fraction > 0.0 && c.offload_fraction < 1.0,
+              "interior fraction");
+  RC_CLASSIFY(c.precision_aware, "precision-aware");
+  RC_CLASSIFY(s.steps.size() > 1, "several steps");
+}
+
+}  // namespace
+
+void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
+                          const sut::Behaviour& b, NumericClaim claim) {
+  classify(c, s);
+  const model::FmaMode fma = fma_mode();
+  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r);
+    check(check_constructed(rig.construction()), b);
+    const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+    model::RankReference ref(c, plan, rig.initial_values(), fma, device().is_cuda());
+    if (claim == NumericClaim::kPlacement) {
+      if (!c.cpu_offload) return;
+      const model::OffloadPlan& want = ref.offload_plan();
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          const sim::ObservedPlacement got = rig.placement(g, i);
+          const model::HdoPlacement& w = want.placements[g][i];
+          const bool same = got.offloaded == w.offloaded && got.fp32_copy == w.fp32_copy &&
+                            got.host_pinned == w.host_pinned &&
+                            got.cpu_optimizer == w.cpu_optimizer;
+          if (!same) {
+            std::ostringstream os;
+            os << entry_name(c, plan, g, i, 0) << ": port offloaded=" << got.offloaded
+               << " fp32_copy=" << got.fp32_copy << " pinned=" << got.host_pinned
+               << " cpu_optimizer=" << got.cpu_optimizer << "; plan " << w.offloaded << " "
+               << w.fp32_copy << " " << w.host_pinned << " " << w.cpu_optimizer;
+            check(os.str(), b);
+          }
+        }
+      }
+      check(rig.num_cpu_optimizers() == want.num_cpu_optimizers &&
+                    rig.has_accelerator_optimizer() == want.has_accelerator_optimizer
+                ? Violation()
+                : Violation("number of sub-optimizers differs from the plan"),
+            b);
+      return;
+    }
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      const model::StepInputs in = gen::materialise(c, s.steps[k]);
+      rig.step(in);
+      ref.step(in);
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          const std::string at = entry_name(c, plan, g, i, static_cast<int>(k + 1));
+          if (claim == NumericClaim::kModelParams) {
+            check(compare_exact(rig.model_piece(g, i), ref.model_piece(g, i), at), b);
+          } else if (claim == NumericClaim::kUnchanged) {
+            const auto& full = rig.initial_values()[plan.groups[g].installed[i].param];
+            const auto& range = plan.groups[g].installed[i].param_range;
+            check(compare_exact(rig.model_piece(g, i),
+                                std::vector<float>(full.begin() + range.start,
+                                                   full.begin() + range.end),
+                                at + " (must be unchanged)"),
+                  b);
+          } else if (claim == NumericClaim::kState) {
+            const sim::ObservedState got = rig.state(g, i);
+            const model::AdamWState32& want = ref.state(g, i);
+            if (!got.present) check(at + ": no optimizer state after a step", b);
+            check(compare_exact(got.exp_avg, want.exp_avg, at + " exp_avg"), b);
+            check(compare_exact(got.exp_avg_sq, want.exp_avg_sq, at + " exp_avg_sq"), b);
+            check(compare_exact(got.master, ref.master_piece(g, i), at + " master"), b);
+            if (got.step != want.step) {
+              check(at + ": step " + std::to_string(got.step) + " != " +
+                        std::to_string(want.step),
+                    b);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
+                            const sut::Behaviour& b, double other_fraction) {
+  RC_PRE(c.cpu_offload);
+  model::CaseSpec other = c;
+  other.offload_fraction = other_fraction;
+  RC_CLASSIFY(c.precision_aware, "precision-aware");
+  const double lr_max = gen::max_lr(s);
+  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    sim::RankRig a(c, inst, r, b, device(), 1000 + r);
+    sim::RankRig z(other, inst, r, b, device(), 1000 + r);
+    check(check_constructed(a.construction()), b);
+    check(check_constructed(z.construction()), b);
+    const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      const model::StepInputs in = gen::materialise(c, s.steps[k]);
+      a.step(in);
+      z.step(in);
+    }
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+        const model::DType dt = c.params[plan.groups[g].installed[i].param].dtype;
+        const std::vector<float> x = a.model_piece(g, i), y = z.model_piece(g, i);
+        for (size_t e = 0; e < x.size(); ++e) {
+          const int steps = static_cast<int>(s.steps.size());
+          const double tol =
+              dt == model::DType::kFloat32
+                  ? tol::op_order_fp32(x[e], lr_max, steps)
+                  : tol::op_order_16bit(x[e], lr_max, steps, dt == model::DType::kBFloat16 ? 7 : 10);
+          if (!(std::fabs(static_cast<double>(x[e]) - y[e]) <= tol)) {
+            std::ostringstream os;
+            os.precision(9);
+            os << entry_name(c, plan, g, i, steps) << " element " << e << ": fraction "
+               << c.offload_fraction << " gives " << x[e] << ", fraction " << other_fraction
+               << " gives " << y[e] << " (tolerance " << tol << ")";
+            check(os.str(), b);
+          }
+        }
+      }
+    }
+  });
+}
+
+void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
+                           const sut::Behaviour& b) {
+  model::CaseSpec hdo = c, plain = c;
+  hdo.cpu_offload = true;
+  hdo.offload_fraction = 1.0;
+  plain.cpu_offload = false;
+  plain.precision_aware = false;
+  RC_CLASSIFY(c.precision_aware, "precision-aware hybrid optimizer");
+  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    sim::RankRig a(hdo, inst, r, b, device(), 1000 + r);
+    sim::RankRig p(plain, inst, r, b, device(), 1000 + r);
+    check(check_constructed(a.construction()), b);
+    check(check_constructed(p.construction()), b);
+    const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      const model::StepInputs in = gen::materialise(c, s.steps[k]);
+      a.step(in);
+      p.step(in);
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          check(compare_exact(a.model_piece(g, i), p.model_piece(g, i),
+                              entry_name(c, plan, g, i, static_cast<int>(k + 1)) +
+                                  " (hybrid vs plain)"),
+                b);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace sc::props

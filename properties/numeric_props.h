@@ -1,0 +1,32 @@
+// Bodies of the numerical properties of the distributed optimizer with the hybrid optimizer
+// inside: the port stepped alongside model::RankReference, rank by rank.
+#pragma once
+
+#include "model/spec.h"
+#include "properties/gen/step_gen.h"
+#include "sim/sut/behaviour.h"
+
+namespace sc::props {
+
+// What a numerical property claims.
+enum class NumericClaim {
+  kModelParams,  // after every step every owned piece equals the reference, bit for bit
+  kState,        // exp_avg, exp_avg_sq, step and the fp32 master equal the reference
+  kPlacement,    // the hybrid optimizer's placement equals model::plan_offload
+  kUnchanged,    // every owned piece still holds its initial value (zero-lr schedules)
+};
+
+// Steps the checked ranks of both instances of `c` through `s` under `b` and RC_ASSERTs `claim`.
+void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
+                          const sut::Behaviour& b, NumericClaim claim);
+// Runs `c` at its own offload fraction and at `other_fraction` and RC_ASSERTs that every owned
+// piece agrees within the operation-order tolerance (tests/support/tolerances.h).
+void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
+                            const sut::Behaviour& b, double other_fraction);
+// Runs `c` with the hybrid optimizer at fraction 1 (every piece stepped by LibTorch's AdamW on
+// the host) and with the plain AdamW inner optimizer (not precision-aware), and RC_ASSERTs that
+// every owned piece is bit-identical.
+void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
+                           const sut::Behaviour& b);
+
+}  // namespace sc::props
