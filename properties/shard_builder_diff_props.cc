@@ -8,21 +8,24 @@
 #include "properties/checks.h"
 #include "properties/diff_props.h"
 #include "properties/gen/case_gen.h"
+#include "properties/property_table.h"
 #include "properties/support.h"
 
 namespace sc::props {
 namespace {
 
+void run(const char* name) { diff_property(name).body(variant_under_test()); }
+
 RC_GTEST_PROP(ShardBuilderDiff, PortRangesEqualModelOnEveryRank, ()) {
-  run_diff_property(*gen::case_spec(), variant_under_test(), DiffClaim::kRanges);
+  run("ShardBuilderDiff.PortRangesEqualModelOnEveryRank");
 }
 
 RC_GTEST_PROP(ShardBuilderDiff, EveryOptimizerTensorIsALeafWithThePlannedAliasing, ()) {
-  run_diff_property(*gen::case_spec(), variant_under_test(), DiffClaim::kInstalled);
+  run("ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing");
 }
 
 RC_GTEST_PROP(ShardBuilderDiff, ConstructionWithTheRebuildSucceedsOnEveryRank, ()) {
-  run_diff_property(*gen::case_spec(), variant_under_test(), DiffClaim::kConstructs);
+  run("ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank");
 }
 
 RC_GTEST_PROP(ShardBuilderDiff, UpstreamFailsExactlyOnRanksOwningAnFp32Piece, ()) {

@@ -78,7 +78,7 @@ ObservedTensor observe(const torch::Tensor& t, int case_param, const sut::ModelP
 }  // namespace
 
 struct RankRigImpl {
-  const model::CaseSpec& c;
+  const model::CaseSpec c;  // a copy: the rig outlives temporaries
   model::Instance instance;
   int64_t rank;
   sut::Behaviour behaviour;

@@ -1,0 +1,79 @@
+#include "properties/property_table.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include <rapidcheck.h>
+
+#include "properties/diff_props.h"
+#include "properties/gen/case_gen.h"
+#include "properties/gen/choice.h"
+#include "properties/gen/step_gen.h"
+#include "properties/numeric_props.h"
+
+namespace sc::props {
+
+namespace {
+constexpr int kMaxSteps = 8;
+}  // namespace
+
+const std::vector<PropertyDef>& diff_properties() {
+  static const std::vector<PropertyDef> kTable = {
+      {"ShardBuilderDiff.PortRangesEqualModelOnEveryRank",
+       [](const sut::Behaviour& b) { run_diff_property(*gen::case_spec(), b, DiffClaim::kRanges); }},
+      {"ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing",
+       [](const sut::Behaviour& b) {
+         run_diff_property(*gen::case_spec(), b, DiffClaim::kInstalled);
+       }},
+      {"ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank",
+       [](const sut::Behaviour& b) {
+         run_diff_property(*gen::case_spec(), b, DiffClaim::kConstructs);
+       }},
+      {"HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep",
+       [](const sut::Behaviour& b) {
+         const model::CaseSpec c = *gen::numeric_case_spec();
+         run_numeric_property(c, *gen::schedule(c, kMaxSteps), b, NumericClaim::kModelParams);
+       }},
+      {"HybridOptimizerDiff.OptimizerStateEqualsTheReference",
+       [](const sut::Behaviour& b) {
+         const model::CaseSpec c = *gen::numeric_case_spec();
+         run_numeric_property(c, *gen::schedule(c, kMaxSteps), b, NumericClaim::kState);
+       }},
+      {"HybridOptimizerDiff.PlacementEqualsTheOffloadPlan",
+       [](const sut::Behaviour& b) {
+         model::CaseSpec c = *gen::numeric_case_spec();
+         c.cpu_offload = true;
+         run_numeric_property(c, gen::Schedule{}, b, NumericClaim::kPlacement);
+       }},
+      {"HybridOptimizerDiff.ZeroLrAndWeightDecayLeaveParamsUnchanged",
+       [](const sut::Behaviour& b) {
+         const model::CaseSpec c = *gen::numeric_case_spec();
+         run_numeric_property(c, *gen::zero_lr_schedule(c, kMaxSteps), b,
+                              NumericClaim::kUnchanged);
+       }},
+      {"HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult",
+       [](const sut::Behaviour& b) {
+         model::CaseSpec c = *gen::numeric_case_spec();
+         c.cpu_offload = true;
+         const double other =
+             *gen::weighted_choice<double>({{1, 0.0}, {1, 1.0}, {1, 0.5}, {1, 0.1}});
+         run_offload_invariance(c, *gen::schedule(c, kMaxSteps), b, other);
+       }},
+      {"HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer",
+       [](const sut::Behaviour& b) {
+         const model::CaseSpec c = *gen::numeric_case_spec();
+         run_hdo_against_plain(c, *gen::schedule(c, kMaxSteps), b);
+       }},
+  };
+  return kTable;
+}
+
+const PropertyDef& diff_property(const std::string& name) {
+  for (const PropertyDef& p : diff_properties()) {
+    if (p.name == name) return p;
+  }
+  std::cerr << "no property named " << name << "\n";
+  std::abort();
+}
+
+}  // namespace sc::props
