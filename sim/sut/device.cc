@@ -8,7 +8,9 @@
 namespace sc::sut {
 
 std::string cpu_fallback_reason() {
-#if SC_HAVE_CUDA
+#if SC_HAVE_CUDA && !SC_TORCH_CUDA
+  return "LibTorch built without CUDA (e.g. Debian's libtorch-dev)";
+#elif SC_HAVE_CUDA
   if (!torch::cuda::is_available()) return "LibTorch sees no CUDA device";
   return "";
 #else

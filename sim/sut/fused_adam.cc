@@ -2,6 +2,14 @@
 
 #include <cmath>
 
+#include "shardcheck/config.h"
+#if SC_HAVE_CUDA && SC_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "sim/sut/cuda/fused_adam_kernel.h"
+#define SC_TORCH_HAS_CUDA 1
+#endif
+
 namespace sc::sut {
 
 namespace {
@@ -62,6 +70,8 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     const int64_t step = behaviour_.mutant_ds04_shared_step ? ++shared_step_ : o.step();
     const double bc1 = 1.0 - std::pow(o.beta1(), static_cast<double>(step));
     const double bc2 = 1.0 - std::pow(o.beta2(), static_cast<double>(step));
+    std::vector<torch::Tensor> cuda_grads;  // kept alive until the launch
+    std::vector<torch::Tensor> cuda_params;
     for (auto& p : group.params()) {
       auto& slot = state_[state_key(p)];
       if (!slot) {
@@ -74,16 +84,41 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
       if (!grad.defined()) continue;
       TORCH_CHECK(p.scalar_type() == torch::kFloat,
                   "FusedAdam without master weights steps fp32 parameters only");
-      auto& s = static_cast<FusedAdamState&>(*slot);
-      TORCH_CHECK(p.device().is_cpu(), "FusedAdam: the CUDA kernel is not built into this binary");
-      torch::Tensor g = grad.to(torch::kFloat).contiguous();
       TORCH_CHECK(p.is_contiguous(), "FusedAdam: parameters must be contiguous");
+      torch::Tensor g = grad.to(torch::kFloat).contiguous();
+      if (p.is_cuda()) {
+        cuda_params.push_back(p);
+        cuda_grads.push_back(g);
+        continue;
+      }
+      auto& s = static_cast<FusedAdamState&>(*slot);
       fused_adam_cpu(p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg().data_ptr<float>(),
                      s.exp_avg_sq().data_ptr<float>(), p.numel(), static_cast<float>(o.lr()),
                      static_cast<float>(o.beta1()), static_cast<float>(o.beta2()),
                      static_cast<float>(o.eps()), static_cast<float>(o.weight_decay()),
                      static_cast<float>(bc1), static_cast<float>(bc2),
                      behaviour_.mutant_ds01_tail_momentum);
+    }
+    if (!cuda_params.empty()) {
+#if SC_TORCH_HAS_CUDA
+      std::vector<cuda::AdamTensor> tensors;
+      for (size_t k = 0; k < cuda_params.size(); ++k) {
+        auto& s = static_cast<FusedAdamState&>(*state_[state_key(cuda_params[k])]);
+        tensors.push_back(cuda::AdamTensor{
+            cuda_params[k].data_ptr<float>(), cuda_grads[k].data_ptr<float>(),
+            s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(),
+            cuda_params[k].numel()});
+      }
+      const cuda::AdamArgs args{static_cast<float>(o.lr()),  static_cast<float>(o.beta1()),
+                                static_cast<float>(o.beta2()), static_cast<float>(o.eps()),
+                                static_cast<float>(o.weight_decay()), static_cast<float>(bc1),
+                                static_cast<float>(bc2)};
+      const std::string err =
+          cuda::fused_adam_launch(tensors, args, c10::cuda::getCurrentCUDAStream().stream());
+      TORCH_CHECK(err.empty(), "FusedAdam CUDA kernel: ", err);
+#else
+      TORCH_CHECK(false, "FusedAdam: CUDA tensors, but this build has no CUDA kernel");
+#endif
     }
   }
   return loss;
