@@ -284,6 +284,48 @@ Violation check_failing_ranks(const std::vector<int64_t>& predicted,
   return os.str();
 }
 
+Violation check_offload_laws(const std::vector<std::vector<model::HdoTensor>>& groups, double lo,
+                             double hi, Planner planner) {
+  int64_t total = 0;
+  for (const auto& g : groups) {
+    for (const auto& t : g) total += t.numel;
+  }
+  auto prefix = [&](double fraction) -> std::pair<int64_t, Violation> {
+    const model::OffloadPlan plan = planner(groups, model::HdoConfig{fraction});
+    int64_t count = 0, numel = 0;
+    bool ended = false;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t i = 0; i < groups[g].size(); ++i) {
+        if (!plan.placements[g][i].offloaded) {
+          ended = true;
+          continue;
+        }
+        if (ended) return {0, str("fraction ", fraction, ": offloaded set is not a prefix")};
+        // Shortest prefix: before adding this tensor the running numel was below the target.
+        if (!(static_cast<double>(numel) < fraction * static_cast<double>(total))) {
+          return {0, str("fraction ", fraction, ": tensor ", g, "/", i, " offloaded past the target")};
+        }
+        ++count;
+        numel += groups[g][i].numel;
+      }
+    }
+    if (static_cast<double>(numel) < fraction * static_cast<double>(total)) {
+      return {0, str("fraction ", fraction, ": offloaded ", numel, " of ", total, ", short of target")};
+    }
+    return {count, std::nullopt};
+  };
+  const auto [a, va] = prefix(lo);
+  if (va) return va;
+  const auto [b, vb] = prefix(hi);
+  if (vb) return vb;
+  if (a > b) return str("fraction ", lo, " offloads ", a, " tensors, more than ", b, " at ", hi);
+  size_t n = 0;
+  for (const auto& g : groups) n += g.size();
+  if (prefix(0.0).first != 0) return str("fraction 0 offloads something");
+  if (prefix(1.0).first != static_cast<int64_t>(n)) return str("fraction 1 keeps a tensor");
+  return std::nullopt;
+}
+
 std::vector<int64_t> ranks_to_check(const model::CaseSpec& c,
                                     const std::vector<model::BufferLayout>& ls,
                                     model::Instance instance) {

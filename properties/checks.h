@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/layout.h"
+#include "model/offload_plan.h"
 #include "model/shard.h"
 #include "model/spec.h"
 #include "sim/world.h"
@@ -35,6 +36,14 @@ Violation check_constructed(const sim::RankObservation& obs);
 // failure is the leaf check's.
 Violation check_failing_ranks(const std::vector<int64_t>& predicted,
                               const std::vector<sim::RankObservation>& observed);
+// The offload plans at fractions lo <= hi: each offloads a prefix (in group, position order)
+// that is the shortest one whose numel reaches fraction * total; the prefix at lo is no longer
+// than at hi; fraction 0 offloads nothing and 1 everything.
+// `planner` is model::plan_offload unless a test hands in a known-bad one.
+using Planner = model::OffloadPlan (*)(const std::vector<std::vector<model::HdoTensor>>&,
+                                       const model::HdoConfig&);
+Violation check_offload_laws(const std::vector<std::vector<model::HdoTensor>>& groups, double lo,
+                             double hi, Planner planner = &model::plan_offload);
 // The ranks of an instance that a diff property runs the port on: all when dp <= 8, else eight
 // chosen to include the first, the last and both owners and non-owners of fp32 pieces.
 std::vector<int64_t> ranks_to_check(const model::CaseSpec& c,

@@ -125,3 +125,38 @@ TEST(CheckStrength, FailingRanksCheckRejectsAVariantThatDoesNotFail) {
 
 }  // namespace
 }  // namespace sc::props
+
+namespace sc::props {
+namespace {
+
+// The "threshold tested after adding" mutant of the offload rule.
+model::OffloadPlan plan_offload_after_adding(const std::vector<std::vector<model::HdoTensor>>& groups,
+                                             const model::HdoConfig& config) {
+  model::OffloadPlan plan = model::plan_offload(groups, config);
+  int64_t total = 0, running = 0;
+  for (const auto& g : groups) {
+    for (const auto& t : g) total += t.numel;
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].size(); ++i) {
+      running += groups[g][i].numel;
+      plan.placements[g][i].offloaded =
+          static_cast<double>(running) <= config.offload_fraction * static_cast<double>(total);
+    }
+  }
+  return plan;
+}
+
+TEST(CheckStrength, OffloadLawsRejectAThresholdTestedAfterAdding) {
+  // [300, 200] at fraction 0.5: target 250. The rule offloads the first (0 < 250); testing after
+  // adding offloads nothing (300 > 250), short of the target.
+  const std::vector<std::vector<model::HdoTensor>> groups{{{300, model::DType::kFloat32},
+                                                           {200, model::DType::kFloat32}}};
+  EXPECT_FALSE(check_offload_laws(groups, 0.5, 1.0));
+  const Violation v = check_offload_laws(groups, 0.5, 1.0, &plan_offload_after_adding);
+  ASSERT_TRUE(v);
+  EXPECT_NE(v->find("short of target"), std::string::npos) << *v;
+}
+
+}  // namespace
+}  // namespace sc::props
