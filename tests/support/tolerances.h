@@ -32,12 +32,14 @@ inline double op_order_update_rel(double beta1, double beta2) {
 }
 
 // Largest difference allowed between two fp32 masters stepped `steps` times with learning rates
-// up to `lr_max` by the two orders: the per-step bound, summed (the moments carry the gap from
-// step to step but do not grow it: they are averages of the same gradients); plus one ulp of
-// the value for the rounding of the final parameter update.
+// up to `lr_max` by the two orders. Per step: the update bound above (the moments carry the gap
+// from step to step but do not grow it: they are averages of the same gradients), plus the
+// roundings of the parameter itself, which differ in number: LibTorch rounds p twice per step
+// (p * (1 - lr * wd), then p + update), FusedAdam once (p - lr * (ratio + wd * p)); each rounding
+// is at most half an ulp, so the two results differ by at most 1.5 ulp, bounded by 2^-22 |p|.
 inline double op_order_fp32(double value, double lr_max, int steps, double beta1 = 0.9,
                             double beta2 = 0.999) {
-  return steps * lr_max * op_order_update_rel(beta1, beta2) + std::ldexp(std::fabs(value), -23);
+  return steps * (lr_max * op_order_update_rel(beta1, beta2) + std::ldexp(std::fabs(value), -22));
 }
 
 // The same for a 16-bit model parameter: the masters may differ as above, and two masters on
