@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 
 #include "properties/diff_props.h"
+#include "properties/fused_adam_props.h"
 #include "properties/gen/case_gen.h"
 #include "properties/gen/choice.h"
 #include "properties/gen/step_gen.h"
@@ -64,6 +65,8 @@ const std::vector<PropertyDef>& diff_properties() {
          const model::CaseSpec c = *gen::numeric_case_spec();
          run_hdo_against_plain(c, *gen::schedule(c, kMaxSteps), b);
        }},
+      {"FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded",
+       [](const sut::Behaviour& b) { run_fused_adam_property(b); }},
   };
   return kTable;
 }

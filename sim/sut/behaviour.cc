@@ -43,6 +43,10 @@ const std::vector<Behaviour>& all_mutants() {
     add("DS-03", &Behaviour::mutant_ds03_copy_back_slice);
     add("DS-04", &Behaviour::mutant_ds04_shared_step);
     add("DS-06", &Behaviour::mutant_ds06_group_by_position);
+    add("HDO-05", &Behaviour::mutant_hdo05_fp32_lookup);
+    add("HDO-07", &Behaviour::mutant_hdo07_no_fp32_update);
+    add("HDO-08", &Behaviour::mutant_hdo08_fused_on_host);
+    add("PT-01", &Behaviour::mutant_pt01_skip_flush);
     return out;
   }();
   return kAll;

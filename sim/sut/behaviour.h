@@ -35,6 +35,17 @@ struct Behaviour {
   bool mutant_ds04_shared_step = false;
   // Mutant DS-06: hyper-parameters synced into sub-optimizer group k come from HDO group k.
   bool mutant_ds06_group_by_position = false;
+  // Mutant HDO-05: `_update_fp32_params_by_new_state` looks up every state entry in the fp32
+  // map, so a native fp32 parameter raises KeyError on load_state_dict (before PR #6124).
+  bool mutant_hdo05_fp32_lookup = false;
+  // Mutant HDO-07: the factory's param_update_in_fp32 is dropped: host copies of 16-bit shards
+  // stay 16-bit and AdamW sizes their moments like them.
+  bool mutant_hdo07_no_fp32_update = false;
+  // Mutant HDO-08: the host sub-optimizers are the accelerator's FusedAdam class.
+  bool mutant_hdo08_fused_on_host = false;
+  // Mutant PT-01: the multi-tensor FusedAdam skips its final flush when the last tensor of a
+  // group is empty, so the tensors batched before it are never updated.
+  bool mutant_pt01_skip_flush = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

@@ -18,6 +18,8 @@ std::string state_key(const torch::Tensor& p) {
 }
 // Elements per block of the CPU loop; the remainder is the tail loop (where DS-01 lived).
 constexpr int64_t kBlock = 8;
+// Tensors per multi-tensor launch on the CPU (as the CUDA kernel's table).
+constexpr size_t kTensorsPerBatch = 64;
 }  // namespace
 
 void fused_adam_cpu(float* p, const float* g, float* m, float* v, int64_t n, float lr,
@@ -72,6 +74,22 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     const double bc2 = 1.0 - std::pow(o.beta2(), static_cast<double>(step));
     std::vector<torch::Tensor> cuda_grads;  // kept alive until the launch
     std::vector<torch::Tensor> cuda_params;
+    struct Pending {
+      torch::Tensor p, g;
+      FusedAdamState* s;
+    };
+    std::vector<Pending> cpu_batch;
+    auto flush = [&] {
+      for (Pending& t : cpu_batch) {
+        fused_adam_cpu(t.p.data_ptr<float>(), t.g.data_ptr<float>(),
+                       t.s->exp_avg().data_ptr<float>(), t.s->exp_avg_sq().data_ptr<float>(),
+                       t.p.numel(), static_cast<float>(o.lr()), static_cast<float>(o.beta1()),
+                       static_cast<float>(o.beta2()), static_cast<float>(o.eps()),
+                       static_cast<float>(o.weight_decay()), static_cast<float>(bc1),
+                       static_cast<float>(bc2), behaviour_.mutant_ds01_tail_momentum);
+      }
+      cpu_batch.clear();
+    };
     for (auto& p : group.params()) {
       auto& slot = state_[state_key(p)];
       if (!slot) {
@@ -91,14 +109,13 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
         cuda_grads.push_back(g);
         continue;
       }
-      auto& s = static_cast<FusedAdamState&>(*slot);
-      fused_adam_cpu(p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg().data_ptr<float>(),
-                     s.exp_avg_sq().data_ptr<float>(), p.numel(), static_cast<float>(o.lr()),
-                     static_cast<float>(o.beta1()), static_cast<float>(o.beta2()),
-                     static_cast<float>(o.eps()), static_cast<float>(o.weight_decay()),
-                     static_cast<float>(bc1), static_cast<float>(bc2),
-                     behaviour_.mutant_ds01_tail_momentum);
+      cpu_batch.push_back({p, g, static_cast<FusedAdamState*>(slot.get())});
+      // Multi-tensor apply: a launch every kTensorsPerBatch tensors, and a final flush. An empty
+      // tensor contributes no chunk; PT-01 skipped the final flush when the last one was empty.
+      if (cpu_batch.size() == kTensorsPerBatch) flush();
     }
+    const bool last_empty = !group.params().empty() && group.params().back().numel() == 0;
+    if (!(behaviour_.mutant_pt01_skip_flush && last_empty)) flush();
     if (!cuda_params.empty()) {
 #if SC_TORCH_HAS_CUDA
       std::vector<cuda::AdamTensor> tensors;

@@ -49,6 +49,8 @@ const HdoOptions& HybridDeviceOptimizer::hdo_defaults() const { return hdo(defau
 
 void HybridDeviceOptimizer::init_sub_optimizers() {
   const HdoOptions& opts = hdo_defaults();
+  // HDO-07: the flag does not reach the hybrid optimizer.
+  fp32_update_ = opts.param_update_in_fp32() && !behaviour_.mutant_hdo07_no_fp32_update;
   const bool cuda = accelerator_.is_cuda();
   // `param.is_cuda`: on the accelerator and not one of our host copies. The map holds the host
   // tensors so that no address in it is freed and reused while the split runs.
@@ -77,7 +79,7 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
         offloaded += p.numel();
         cpu_copy = true;
       }
-      if (opts.param_update_in_fp32() && p.scalar_type() != torch::kFloat) {
+      if (fp32_update_ && p.scalar_type() != torch::kFloat) {
         const bool on_host = host.count(key(p)) != 0;
         p = p.detach().clone().to(torch::kFloat);  // not pinned at d8b71082
         if (on_host) host.emplace(key(p), p);
@@ -110,16 +112,31 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       inner_param_to_orig_param_[key(inner)] = p;
     }
   }
+  // `cpu_optimizer_cls` is torch.optim.AdamW; HDO-08 puts the accelerator's class there.
+  auto make_cpu_optimizer = [&](std::vector<torch::optim::OptimizerParamGroup> groups)
+      -> std::unique_ptr<torch::optim::Optimizer> {
+    if (!behaviour_.mutant_hdo08_fused_on_host) {
+      return std::make_unique<torch::optim::AdamW>(std::move(groups));
+    }
+    for (auto& g : groups) {
+      const auto& a = static_cast<const torch::optim::AdamWOptions&>(g.options());
+      g.set_options(std::make_unique<FusedAdamOptions>(
+          FusedAdamOptions().lr(a.lr()).beta1(std::get<0>(a.betas())).beta2(std::get<1>(a.betas()))
+              .eps(a.eps()).weight_decay(a.weight_decay())));
+    }
+    return std::make_unique<FusedAdam>(std::move(groups), FusedAdamOptions(), attrs_, false,
+                                       behaviour_);
+  };
   if (opts.overlap_cpu_optimizer_d2h_h2d()) {
     for (const auto& g : cpu_groups) {
       for (const auto& p : g.params()) {
         std::vector<torch::optim::OptimizerParamGroup> one;
         one.emplace_back(std::vector<torch::Tensor>{p}, g.options().clone());
-        cpu_optimizers_.push_back(std::make_unique<torch::optim::AdamW>(std::move(one)));
+        cpu_optimizers_.push_back(make_cpu_optimizer(std::move(one)));
       }
     }
   } else if (!cpu_groups.empty()) {
-    cpu_optimizers_.push_back(std::make_unique<torch::optim::AdamW>(std::move(cpu_groups)));
+    cpu_optimizers_.push_back(make_cpu_optimizer(std::move(cpu_groups)));
   }
   if (!gpu_groups.empty()) {
     // The factory builds TE's FusedAdam without use_decoupled_grad: it reads `.grad`.
@@ -166,7 +183,7 @@ void HybridDeviceOptimizer::sync_hdo_param_groups_to_sub_optimizers() {
 
 void HybridDeviceOptimizer::set_sub_optimizer_grads() {
   // Runs on the D2H stream on CUDA; a plain sequence on the CPU.
-  if (hdo_defaults().param_update_in_fp32()) {
+  if (fp32_update_) {
     for (const auto& g : param_groups_) {
       for (const auto& param : g.params()) {
         auto it = param_to_fp32_param_.find(key(param));
@@ -221,7 +238,7 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
   set_sub_optimizer_grads();
   if (gpu_optimizer_) {
     gpu_optimizer_->step(closure);
-    if (hdo_defaults().param_update_in_fp32()) {  // post-step hook: fp32 copies back
+    if (fp32_update_) {  // post-step hook: fp32 copies back
       for (const auto& g : param_groups_) {
         for (const auto& param : g.params()) {
           if (gpu_params_map_cpu_copy_.count(key(param))) continue;
@@ -244,23 +261,29 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
 
 void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
   state_view_.clear();
-  for (auto& opt : cpu_optimizers_) {
-    for_each_param(*opt, [&](torch::Tensor& inner) {
-      auto it = opt->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
-      if (it == opt->state().end()) return;
-      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      HdoParamState st{s.exp_avg(), s.exp_avg_sq(), inner, s.step()};
-      state_view_[key(inner_param_to_orig_param_.at(key(inner)))] = st;
-    });
-  }
-  if (auto* fused = dynamic_cast<FusedAdam*>(gpu_optimizer_.get())) {
-    for (auto& g : fused->param_groups()) {
-      const int64_t step = static_cast<const FusedAdamOptions&>(g.options()).step();
+  std::vector<torch::optim::Optimizer*> subs;
+  for (auto& c : cpu_optimizers_) subs.push_back(c.get());
+  if (gpu_optimizer_) subs.push_back(gpu_optimizer_.get());
+  for (torch::optim::Optimizer* sub : subs) {
+    for (auto& g : sub->param_groups()) {
       for (auto& inner : g.params()) {
-        const FusedAdamState* s = fused->state_of(inner);
-        if (!s) continue;
-        state_view_[key(inner_param_to_orig_param_.at(key(inner)))] =
-            HdoParamState{s->exp_avg(), s->exp_avg_sq(), inner, step};
+        HdoParamState st;
+        st.master_param = inner;
+        if (auto* fused = dynamic_cast<FusedAdam*>(sub)) {
+          const FusedAdamState* s = fused->state_of(inner);
+          if (!s) continue;
+          st.exp_avg = s->exp_avg();
+          st.exp_avg_sq = s->exp_avg_sq();
+          st.step = static_cast<const FusedAdamOptions&>(g.options()).step();
+        } else {
+          auto it = sub->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
+          if (it == sub->state().end()) continue;
+          const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+          st.exp_avg = s.exp_avg();
+          st.exp_avg_sq = s.exp_avg_sq();
+          st.step = s.step();
+        }
+        state_view_[key(inner_param_to_orig_param_.at(key(inner)))] = st;
       }
     }
   }

@@ -76,6 +76,7 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   torch::Device accelerator_;
   const TensorAttrs* attrs_;
   Behaviour behaviour_;
+  bool fp32_update_ = false;  // param_update_in_fp32 as it takes effect
   std::map<const void*, torch::Tensor> param_to_fp32_param_;
   std::map<const void*, torch::Tensor> gpu_params_map_cpu_copy_;
   std::map<const void*, torch::Tensor> cpu_copys_map_gpu_param_;

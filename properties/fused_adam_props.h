@@ -1,0 +1,13 @@
+// The port's FusedAdam on its own, against the model's FusedAdam order: tensor lists with
+// zero-size tensors anywhere (last included) and more tensors than one multi-tensor launch.
+#pragma once
+
+#include "sim/sut/behaviour.h"
+
+namespace sc::props {
+
+// Draws sizes, values and steps, runs FusedAdam under `b` and RC_ASSERTs that every tensor
+// equals the reference bit for bit and that empty tensors are no-ops.
+void run_fused_adam_property(const sut::Behaviour& b);
+
+}  // namespace sc::props
