@@ -35,5 +35,9 @@ RC_GTEST_PROP(HybridOptimizerDiff, HdoAtFractionOneEqualsThePlainOptimizer, ()) 
   run("HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer");
 }
 
+RC_GTEST_PROP(HybridOptimizerDiff, SaveLoadContinueEqualsNoInterruption, ()) {
+  run("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption");
+}
+
 }  // namespace
 }  // namespace sc::props

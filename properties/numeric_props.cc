@@ -225,4 +225,33 @@ void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
   });
 }
 
+void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
+                            const sut::Behaviour& b) {
+  RC_PRE(c.cpu_offload && split >= 1 && split < s.steps.size());
+  RC_CLASSIFY(c.precision_aware, "precision-aware");
+  RC_CLASSIFY(c.offload_fraction < 1.0, "some pieces on the accelerator");
+  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    sim::RankRig a(c, inst, r, b, device(), 1000 + r);
+    sim::RankRig z(c, inst, r, b, device(), 2000 + r);  // other initial values: all must load
+    check(check_constructed(a.construction()), b);
+    check(check_constructed(z.construction()), b);
+    const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
+    z.load(a.save());
+    for (size_t k = split; k < s.steps.size(); ++k) {
+      const model::StepInputs in = gen::materialise(c, s.steps[k]);
+      a.step(in);
+      z.step(in);
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                              entry_name(c, plan, g, i, static_cast<int>(k + 1)) +
+                                  " (resumed vs uninterrupted)"),
+                b);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace sc::props

@@ -29,4 +29,10 @@ void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
 void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
                            const sut::Behaviour& b);
 
+// Steps `c` (offload on) through the first `split` steps of `s`, saves a checkpoint, loads it
+// into a freshly built rank, runs the remaining steps on both and RC_ASSERTs that every owned
+// piece is bit-identical to the uninterrupted run.
+void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
+                            const sut::Behaviour& b);
+
 }  // namespace sc::props

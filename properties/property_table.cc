@@ -65,6 +65,15 @@ const std::vector<PropertyDef>& diff_properties() {
          const model::CaseSpec c = *gen::numeric_case_spec();
          run_hdo_against_plain(c, *gen::schedule(c, kMaxSteps), b);
        }},
+      {"HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
+       [](const sut::Behaviour& b) {
+         model::CaseSpec c = *gen::numeric_case_spec();
+         c.cpu_offload = true;
+         const gen::Schedule s = *gen::schedule(c, kMaxSteps);
+         RC_PRE(s.steps.size() >= 2);
+         const size_t split = *rc::gen::inRange<size_t>(1, s.steps.size());
+         run_save_load_continue(c, s, split, b);
+       }},
       {"FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded",
        [](const sut::Behaviour& b) { run_fused_adam_property(b); }},
   };

@@ -376,6 +376,41 @@ bool RankRig::has_accelerator_optimizer() const {
   return h && h->has_gpu_optimizer();
 }
 
+struct CheckpointImpl {
+  std::vector<torch::Tensor> weights;                   // per port param
+  std::vector<std::vector<torch::Tensor>> main_params;  // shard_fp32_from_float16 groups
+  sut::HdoStateDict hdo;
+};
+
+Checkpoint RankRig::save() const {
+  const RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.hdo(), "RankRig::save: only the hybrid optimizer's state is saved");
+  auto ck = std::make_shared<CheckpointImpl>();
+  for (const auto& mp : r.params) ck->weights.push_back(mp.param.detach().clone());
+  for (const auto& g : r.dist->shard_fp32_from_float16_groups()) {
+    std::vector<torch::Tensor> copies;
+    for (const auto& t : g) copies.push_back(t.defined() ? t.detach().clone() : torch::Tensor());
+    ck->main_params.push_back(std::move(copies));
+  }
+  ck->hdo = r.hdo()->state_dict();
+  return Checkpoint{ck};
+}
+
+void RankRig::load(const Checkpoint& ck) {
+  RankRigImpl& r = *impl_;
+  auto* hdo = const_cast<sut::HybridDeviceOptimizer*>(r.hdo());
+  TORCH_CHECK(hdo, "RankRig::load: only the hybrid optimizer's state is loaded");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < r.params.size(); ++i) r.params[i].param.detach().copy_(ck.impl->weights[i]);
+  const auto& mains = r.dist->shard_fp32_from_float16_groups();
+  for (size_t g = 0; g < mains.size(); ++g) {
+    for (size_t i = 0; i < mains[g].size(); ++i) {
+      if (mains[g][i].defined()) mains[g][i].detach().copy_(ck.impl->main_params[g][i]);
+    }
+  }
+  hdo->load_state_dict(ck.impl->hdo);
+}
+
 RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int64_t rank,
                          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed) {
   return RankRig(c, instance, rank, behaviour, device, seed).construction();

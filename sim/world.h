@@ -67,6 +67,13 @@ struct ObservedState {
 };
 
 struct RankRigImpl;
+struct CheckpointImpl;
+
+// What a checkpoint of one rank holds: model weights, the distributed optimizer's fp32 main
+// params, and the hybrid optimizer's state_dict. Opaque; made by RankRig::save.
+struct Checkpoint {
+  std::shared_ptr<const CheckpointImpl> impl;
+};
 
 // One rank of one instance of a case, built by the port and kept alive for stepping.
 class RankRig {
@@ -91,6 +98,12 @@ class RankRig {
   std::vector<float> optimizer_piece(size_t g, size_t i) const;
   // The optimizer state of entry (g, i).
   ObservedState state(size_t g, size_t i) const;
+  // A checkpoint of the model weights, main params and optimizer state (hybrid optimizer only).
+  Checkpoint save() const;
+  // Loads `ck` into this freshly built rig of the same case: model weights first, then the
+  // fp32 main params, then `hdo.load_state_dict` (with its hooks). Megatron's own
+  // DistributedOptimizer.load_state_dict (dummy step, group matching) is not ported.
+  void load(const Checkpoint& ck);
   // Placement of entry (g, i) (HybridDeviceOptimizer only; default otherwise).
   ObservedPlacement placement(size_t g, size_t i) const;
   // Number of host sub-optimizers and whether there is an accelerator one (HDO only).

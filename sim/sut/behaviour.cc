@@ -11,7 +11,10 @@ const std::vector<Behaviour>& all_behaviours() {
     Behaviour f1 = pr6982;
     f1.name = "hdo-accel-grad";
     f1.fix_hdo_accelerator_decoupled_grad = true;
-    return std::vector<Behaviour>{up, pr6982, f1};
+    Behaviour f2 = f1;
+    f2.name = "hdo-fused-step";
+    f2.fix_hdo_restore_fused_step = true;
+    return std::vector<Behaviour>{up, pr6982, f1, f2};
   }();
   return kAll;
 }

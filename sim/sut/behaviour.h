@@ -26,6 +26,9 @@ struct Behaviour {
   // accelerator sub-optimizer as `.grad` for parameters it steps in place, so precision-aware
   // runs update fp32 shards that stay on the accelerator.
   bool fix_hdo_accelerator_decoupled_grad = false;
+  // Finding F2 (FINDINGS.md): the hybrid optimizer keeps the accelerator FusedAdam's group step
+  // count in each state entry and restores it when load_state_dict rebuilds the sub-optimizers.
+  bool fix_hdo_restore_fused_step = false;
   // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
   bool mutant_ds01_tail_momentum = false;
   // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index

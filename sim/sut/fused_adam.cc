@@ -57,6 +57,13 @@ const FusedAdamState* FusedAdam::state_of(const torch::Tensor& p) const {
   return it == state_.end() ? nullptr : static_cast<const FusedAdamState*>(it->second.get());
 }
 
+void FusedAdam::set_state(const torch::Tensor& p, torch::Tensor exp_avg, torch::Tensor exp_avg_sq) {
+  auto s = std::make_unique<FusedAdamState>();
+  s->exp_avg(std::move(exp_avg));
+  s->exp_avg_sq(std::move(exp_avg_sq));
+  state_[state_key(p)] = std::move(s);
+}
+
 torch::Tensor FusedAdam::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;

@@ -40,6 +40,8 @@ class FusedAdam : public torch::optim::Optimizer {
   torch::Tensor step(LossClosure closure = nullptr) override;
   // exp_avg / exp_avg_sq of `p`, undefined before its first step.
   const FusedAdamState* state_of(const torch::Tensor& p) const;
+  // Replaces the state of `p` (the hybrid optimizer's state sync).
+  void set_state(const torch::Tensor& p, torch::Tensor exp_avg, torch::Tensor exp_avg_sq);
 
  private:
   const TensorAttrs* attrs_;

@@ -49,6 +49,14 @@ const HdoOptions& HybridDeviceOptimizer::hdo_defaults() const { return hdo(defau
 
 void HybridDeviceOptimizer::init_sub_optimizers() {
   const HdoOptions& opts = hdo_defaults();
+  param_to_fp32_param_.clear();
+  gpu_params_map_cpu_copy_.clear();
+  cpu_copys_map_gpu_param_.clear();
+  param_to_inner_param_.clear();
+  inner_param_to_orig_param_.clear();
+  cpu_copy_map_grad_.clear();
+  cpu_optimizers_.clear();
+  gpu_optimizer_.reset();
   // HDO-07: the flag does not reach the hybrid optimizer.
   fp32_update_ = opts.param_update_in_fp32() && !behaviour_.mutant_hdo07_no_fp32_update;
   const bool cuda = accelerator_.is_cuda();
@@ -275,6 +283,7 @@ void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
           st.exp_avg = s->exp_avg();
           st.exp_avg_sq = s->exp_avg_sq();
           st.step = static_cast<const FusedAdamOptions&>(g.options()).step();
+          st.step_is_group_step = true;
         } else {
           auto it = sub->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
           if (it == sub->state().end()) continue;
@@ -285,6 +294,142 @@ void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
         }
         state_view_[key(inner_param_to_orig_param_.at(key(inner)))] = st;
       }
+    }
+  }
+}
+
+void HybridDeviceOptimizer::sync_hdo_state_to_sub_optimizers() {
+  std::vector<torch::optim::Optimizer*> subs;
+  for (auto& c : cpu_optimizers_) subs.push_back(c.get());
+  if (gpu_optimizer_) subs.push_back(gpu_optimizer_.get());
+  for (torch::optim::Optimizer* sub : subs) {
+    for (auto& g : sub->param_groups()) {
+      for (auto& inner : g.params()) {
+        const torch::Tensor orig = inner_param_to_orig_param_.at(key(inner));
+        auto it = state_view_.find(key(orig));
+        if (it == state_view_.end()) continue;
+        const HdoParamState& st = it->second;
+        if (auto* fused = dynamic_cast<FusedAdam*>(sub)) {
+          fused->set_state(inner, st.exp_avg, st.exp_avg_sq);
+          // TE's FusedAdam keeps its step in the group, which the rebuilt group lacks. F2 fix:
+          // restore it from the step kept in the state entry.
+          if (behaviour_.fix_hdo_restore_fused_step) {
+            auto& o = static_cast<FusedAdamOptions&>(g.options());
+            o.step(std::max(o.step(), st.step));
+          }
+        } else {
+          auto s = std::make_unique<torch::optim::AdamWParamState>();
+          s->exp_avg(st.exp_avg);
+          s->exp_avg_sq(st.exp_avg_sq);
+          s->step(st.step);
+          sub->state()[c10::guts::to_string(inner.unsafeGetTensorImpl())] = std::move(s);
+        }
+      }
+    }
+  }
+  // `_update_fp32_params_by_new_state`: master_param into each fp32 copy (native fp32 params
+  // have none and are skipped; HDO-05 looked every entry up and raised KeyError).
+  if (fp32_update_) {
+    for (const auto& [orig, st] : state_view_) {
+      auto it = param_to_fp32_param_.find(orig);
+      if (it == param_to_fp32_param_.end()) {
+        TORCH_CHECK(!behaviour_.mutant_hdo05_fp32_lookup, "KeyError: native fp32 parameter");
+        continue;
+      }
+      it->second.detach().copy_(st.master_param);
+    }
+  }
+  // `_move_new_state_to_right_device`: host sub-optimizers' state to the CPU, the accelerator
+  // one's to the accelerator (a no-op when the CPU plays the accelerator).
+}
+
+void HybridDeviceOptimizer::zero_grad(bool set_to_none, TensorAttrs* attrs) {
+  for (auto& g : param_groups_) {
+    for (auto& p : g.params()) {
+      if (p.grad().defined()) {
+        if (set_to_none) {
+          p.mutable_grad() = torch::Tensor();
+        } else {
+          p.mutable_grad().detach_();
+          p.mutable_grad().zero_();
+        }
+      }
+      if (attrs && attrs->has_decoupled_grad(p)) {
+        torch::Tensor dg = attrs->decoupled_grad(p);
+        if (set_to_none || !dg.defined()) {
+          attrs->set_decoupled_grad(p, torch::Tensor());
+        } else {
+          dg.zero_();
+        }
+      }
+    }
+  }
+}
+
+void HybridDeviceOptimizer::dummy_step(uint64_t seed, TensorAttrs* attrs) {
+  torch::manual_seed(seed);
+  for (auto& g : param_groups_) {
+    for (auto& p : g.params()) p.mutable_grad() = torch::randn_like(p);
+  }
+  step();
+  zero_grad(true, attrs);
+}
+
+HdoStateDict HybridDeviceOptimizer::state_dict() const {
+  HdoStateDict sd;
+  for (const auto& g : param_groups_) {
+    const HdoOptions& o = hdo(g.options());
+    sd.groups.push_back({o.lr(), o.beta1(), o.beta2(), o.eps(), o.weight_decay()});
+    for (const auto& p : g.params()) {
+      auto it = state_view_.find(key(p));
+      if (it == state_view_.end()) {
+        sd.state.push_back(std::nullopt);
+        continue;
+      }
+      HdoParamState c = it->second;
+      c.exp_avg = c.exp_avg.detach().clone();
+      c.exp_avg_sq = c.exp_avg_sq.detach().clone();
+      c.master_param = c.master_param.detach().clone();
+      sd.state.push_back(c);
+    }
+  }
+  return sd;
+}
+
+void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
+  TORCH_CHECK(sd.groups.size() == param_groups_.size(),
+              "loaded state dict has a different number of parameter groups");
+  state_view_.clear();
+  size_t index = 0;
+  for (size_t g = 0; g < param_groups_.size(); ++g) {
+    auto& o = static_cast<HdoOptions&>(param_groups_[g].options());
+    const auto& h = sd.groups[g];
+    o.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
+    for (const auto& p : param_groups_[g].params()) {
+      TORCH_CHECK(index < sd.state.size(), "loaded state dict has fewer parameters");
+      const auto& entry = sd.state[index++];
+      if (!entry) continue;
+      // torch casts floating state to the dtype of the parameter it is keyed by; the pre-load
+      // hook keys it by the fp32 copy under param_update_in_fp32, so it stays fp32.
+      const torch::ScalarType dtype = fp32_update_ ? torch::kFloat : p.scalar_type();
+      HdoParamState st = *entry;
+      st.exp_avg = st.exp_avg.to(p.device(), dtype).clone();
+      st.exp_avg_sq = st.exp_avg_sq.to(p.device(), dtype).clone();
+      st.master_param = st.master_param.to(p.device(), dtype).clone();
+      state_view_[key(p)] = st;
+    }
+  }
+  // Post-load hook.
+  init_sub_optimizers();
+  sync_hdo_param_groups_to_sub_optimizers();
+  sync_hdo_state_to_sub_optimizers();
+}
+
+void HybridDeviceOptimizer::update_fp32_param_by_new_param() {
+  for (auto& g : param_groups_) {
+    for (auto& p : g.params()) {
+      auto it = param_to_fp32_param_.find(key(p));
+      if (it != param_to_fp32_param_.end()) it->second.detach().copy_(p.detach());
     }
   }
 }

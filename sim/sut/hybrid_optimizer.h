@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -38,6 +39,17 @@ struct HdoOptions : public torch::optim::OptimizerCloneableOptions<HdoOptions> {
 struct HdoParamState {
   torch::Tensor exp_avg, exp_avg_sq, master_param;
   int64_t step = 0;
+  bool step_is_group_step = false;  // FusedAdam: the count of the group, not of the tensor
+};
+
+// `hdo.state_dict()`: the HDO groups' hyper-parameters and each parameter's state, in the
+// flattened order of the HDO's groups (torch's integer keys); tensors are copies.
+struct HdoStateDict {
+  struct Group {
+    double lr, beta1, beta2, eps, weight_decay;
+  };
+  std::vector<Group> groups;
+  std::vector<std::optional<HdoParamState>> state;
 };
 
 // HybridDeviceOptimizer; construction throws c10::Error("can't optimize a non-leaf Tensor")
@@ -51,6 +63,20 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   // Syncs hyper-parameters, moves grads to the host copies, steps the accelerator then the host
   // sub-optimizers, copies results back and rebuilds the state view.
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+  // torch's zero_grad over the HDO groups, plus `decoupled_grad` set to None or zeroed.
+  void zero_grad(bool set_to_none, TensorAttrs* attrs);
+  // Random grads for every parameter, a real step, then zero_grad (materialises state).
+  void dummy_step(uint64_t seed, TensorAttrs* attrs);
+  // `state_dict()`.
+  HdoStateDict state_dict() const;
+  // `load_state_dict()` with the pre- and post-load hooks: the state is cast (to fp32 under
+  // param_update_in_fp32), then the sub-optimizers are rebuilt from the current parameters and
+  // given the loaded state, fp32 copies take the loaded master_param, and state moves to the
+  // device of its sub-optimizer.
+  void load_state_dict(const HdoStateDict& sd);
+  // `update_fp32_param_by_new_param()`: each original copied into its fp32 copy.
+  void update_fp32_param_by_new_param();
 
   // True when `original` (an HDO parameter) was offloaded to a host copy.
   bool is_offloaded(const torch::Tensor& original) const;
@@ -71,6 +97,7 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   void sync_hdo_param_groups_to_sub_optimizers();
   void set_sub_optimizer_grads();
   void sync_sub_optimizers_state_to_hdo();
+  void sync_hdo_state_to_sub_optimizers();
   const torch::optim::OptimizerParamGroup& hdo_group_of(const torch::Tensor& original) const;
 
   torch::Device accelerator_;

@@ -1,0 +1,59 @@
+// Regression: finding F2 (FINDINGS.md), found 2026-11-29 by
+// HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption with SC_VARIANT=hdo-accel-grad,
+// RC_PARAMS="seed=1"; shrunk case: one 1-element fp32 parameter, offload fraction 0, save after
+// step 1 of 3. Cause: FusedAdam's step count lives in its group, which load_state_dict's rebuild
+// of the sub-optimizers starts afresh.
+#include <gtest/gtest.h>
+
+#include "sim/world.h"
+
+namespace sc::sim {
+namespace {
+
+model::CaseSpec minimal_case() {
+  model::CaseSpec c;
+  model::ParamSpec p;
+  p.name = "w";
+  p.shape = {1};
+  p.dtype = model::DType::kFloat32;
+  c.params = {p};
+  c.cpu_offload = true;
+  c.offload_fraction = 0.0;
+  return c;
+}
+
+model::StepInputs step_inputs(float g) {
+  model::StepInputs in;
+  in.grads = {{g}};
+  in.group_hyper = {model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.0}};
+  return in;
+}
+
+// Runs 3 steps with a resume after the first under `variant`; returns (resumed, uninterrupted).
+std::pair<float, float> resume_after_first_step(const char* variant) {
+  const model::CaseSpec c = minimal_case();
+  const sut::Behaviour b = *sut::behaviour_by_name(variant);
+  RankRig a(c, model::Instance::kDense, 0, b, torch::Device(torch::kCPU), 1);
+  RankRig z(c, model::Instance::kDense, 0, b, torch::Device(torch::kCPU), 2);
+  a.step(step_inputs(0.5f));
+  z.load(a.save());
+  for (float g : {0.25f, -0.5f}) {
+    a.step(step_inputs(g));
+    z.step(step_inputs(g));
+  }
+  return {z.model_piece(0, 0)[0], a.model_piece(0, 0)[0]};
+}
+
+TEST(HdoResumeFusedStep, HdoAccelGradResumesWithTheStepCountReset) {
+  const auto [resumed, uninterrupted] = resume_after_first_step("hdo-accel-grad");
+  EXPECT_NE(resumed, uninterrupted);
+  EXPECT_GT(std::fabs(resumed - uninterrupted), 1e-4f);  // a tenth of lr or more, not rounding
+}
+
+TEST(HdoResumeFusedStep, TheProposedFixResumesExactly) {
+  const auto [resumed, uninterrupted] = resume_after_first_step("hdo-fused-step");
+  EXPECT_EQ(resumed, uninterrupted);
+}
+
+}  // namespace
+}  // namespace sc::sim
