@@ -7,7 +7,7 @@ namespace sc::model {
 RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
                              const std::vector<std::vector<float>>& initial, FmaMode fma,
                              bool accelerator_is_cuda)
-    : case_(c), plan_(plan), fma_(fma) {
+    : case_(&c), plan_(&plan), fma_(fma) {
   std::vector<std::vector<HdoTensor>> tensors;
   for (const GroupPlan& g : plan.groups) {
     std::vector<HdoTensor> ts;
@@ -36,12 +36,12 @@ RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
 
 void RankReference::step(const StepInputs& in) {
   ++steps_;
-  for (size_t g = 0; g < plan_.groups.size(); ++g) {
-    const AdamWHyper& h = in.group_hyper.at(plan_.groups[g].group);
-    for (size_t i = 0; i < plan_.groups[g].installed.size(); ++i) {
-      const ShardEntry& e = plan_.groups[g].installed[i];
-      const ParamSpec& p = case_.params[e.param];
-      const DType grad_dtype = case_.grad_reduce_in_fp32 ? DType::kFloat32 : p.dtype;
+  for (size_t g = 0; g < plan_->groups.size(); ++g) {
+    const AdamWHyper& h = in.group_hyper.at(plan_->groups[g].group);
+    for (size_t i = 0; i < plan_->groups[g].installed.size(); ++i) {
+      const ShardEntry& e = plan_->groups[g].installed[i];
+      const ParamSpec& p = case_->params[e.param];
+      const DType grad_dtype = case_->grad_reduce_in_fp32 ? DType::kFloat32 : p.dtype;
       const auto& full = in.grads.at(e.param);
       std::vector<float> grad(full.begin() + e.param_range.start,
                               full.begin() + e.param_range.end);
@@ -53,6 +53,18 @@ void RankReference::step(const StepInputs& in) {
         adamw_step_fused(master, grad, state_[g][i], h, steps_);
       }
       for (size_t k = 0; k < master.size(); ++k) model_[g][i][k] = round_to(p.dtype, master[k]);
+    }
+  }
+}
+
+}  // namespace sc::model
+
+namespace sc::model {
+
+void RankReference::reload_from_model() {
+  for (size_t g = 0; g < plan_->groups.size(); ++g) {
+    for (size_t i = 0; i < plan_->groups[g].installed.size(); ++i) {
+      master_[g][i] = model_[g][i];
     }
   }
 }

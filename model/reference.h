@@ -27,7 +27,7 @@ struct StepInputs {
 // Which implementation steps a piece.
 enum class UpdatePath { kTorchCpu, kFusedAccelerator };
 
-// The reference of one rank of one instance.
+// The reference of one rank of one instance (copyable; `c` and `plan` must outlive it).
 class RankReference {
  public:
   // `initial[p]` holds parameter p's initial values (representable in its dtype); `fma` is the
@@ -38,6 +38,9 @@ class RankReference {
 
   // Applies one step.
   void step(const StepInputs& in);
+  // `reload_model_params`: each master takes the model parameter's value again, so a 16-bit
+  // piece's master becomes its rounded value.
+  void reload_from_model();
   // Expected model-parameter values of installed entry (g, i) (its piece of the parameter).
   const std::vector<float>& model_piece(size_t g, size_t i) const { return model_[g][i]; }
   // Expected fp32 master of entry (g, i).
@@ -50,8 +53,8 @@ class RankReference {
   const OffloadPlan& offload_plan() const { return offload_; }
 
  private:
-  const CaseSpec& case_;
-  const RankPlan& plan_;
+  const CaseSpec* case_;
+  const RankPlan* plan_;
   FmaMode fma_;
   int64_t steps_ = 0;
   OffloadPlan offload_;

@@ -74,6 +74,8 @@ const std::vector<PropertyDef>& diff_properties() {
          const size_t split = *rc::gen::inRange<size_t>(1, s.steps.size());
          run_save_load_continue(c, s, split, b);
        }},
+      {"HybridOptimizerState.CommandSequencesMatchTheReference",
+       [](const sut::Behaviour& b) { run_hybrid_optimizer_state_property(b); }},
       {"FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded",
        [](const sut::Behaviour& b) { run_fused_adam_property(b); }},
   };

@@ -16,6 +16,9 @@ struct PropertyDef {
   std::function<void(const sut::Behaviour&)> body;
 };
 
+// The stateful property's body (properties/hybrid_optimizer_state_props.cc).
+void run_hybrid_optimizer_state_property(const sut::Behaviour& b);
+
 // All diff properties, in a fixed order.
 const std::vector<PropertyDef>& diff_properties();
 // The property called `name` (aborts on an unknown name: a programming error).

@@ -319,6 +319,25 @@ void RankRig::step(const model::StepInputs& in) {
   r.dist->step();
 }
 
+void RankRig::set_model_values(const std::vector<std::vector<float>>& values) {
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(values.size() == impl_->params.size(), "one value vector per parameter");
+  for (size_t i = 0; i < values.size(); ++i) {
+    torch::Tensor& p = impl_->params[i].param;
+    p.detach().view(-1).copy_(torch::tensor(values[i]).to(p.device(), p.scalar_type()));
+  }
+}
+
+void RankRig::zero_grad(bool set_to_none) {
+  TORCH_CHECK(impl_->dist, "RankRig::zero_grad: construction failed");
+  impl_->dist->zero_grad(set_to_none);
+}
+
+void RankRig::reload_model_params() {
+  TORCH_CHECK(impl_->dist, "RankRig::reload_model_params: construction failed");
+  impl_->dist->reload_model_params();
+}
+
 std::vector<float> RankRig::model_piece(size_t g, size_t i) const {
   const RankRigImpl& r = *impl_;
   const int p = r.installed_param[g][i];

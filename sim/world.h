@@ -92,6 +92,13 @@ class RankRig {
   // One DistributedOptimizer step with these DP-reduced grads and group hyper-parameters.
   // Requires successful construction.
   void step(const model::StepInputs& in);
+  // Overwrites every parameter of this instance with `values` (per port parameter, in case
+  // order), as loading model weights does.
+  void set_model_values(const std::vector<std::vector<float>>& values);
+  // DistributedOptimizer.zero_grad(set_to_none).
+  void zero_grad(bool set_to_none);
+  // DistributedOptimizer.reload_model_params().
+  void reload_model_params();
   // The model parameter's values over the piece of installed entry (g, i).
   std::vector<float> model_piece(size_t g, size_t i) const;
   // The tensor the optimizer steps for entry (g, i) (master), as fp32 values.

@@ -14,7 +14,10 @@ const std::vector<Behaviour>& all_behaviours() {
     Behaviour f2 = f1;
     f2.name = "hdo-fused-step";
     f2.fix_hdo_restore_fused_step = true;
-    return std::vector<Behaviour>{up, pr6982, f1, f2};
+    Behaviour f3 = f2;
+    f3.name = "hdo-reload";
+    f3.fix_hdo_reload_refreshes_copies = true;
+    return std::vector<Behaviour>{up, pr6982, f1, f2, f3};
   }();
   return kAll;
 }

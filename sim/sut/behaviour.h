@@ -29,6 +29,9 @@ struct Behaviour {
   // Finding F2 (FINDINGS.md): the hybrid optimizer keeps the accelerator FusedAdam's group step
   // count in each state entry and restores it when load_state_dict rebuilds the sub-optimizers.
   bool fix_hdo_restore_fused_step = false;
+  // Finding F3 (FINDINGS.md): reload_model_params with a hybrid optimizer also refreshes the
+  // host copies of fp32 parameters and, without precision-aware, the fp32 main params.
+  bool fix_hdo_reload_refreshes_copies = false;
   // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
   bool mutant_ds01_tail_momentum = false;
   // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index

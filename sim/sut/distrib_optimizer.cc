@@ -276,6 +276,78 @@ void DistributedOptimizer::copy_main_params_to_model_params() {
   copy_group_params(shard_fp32_groups_, model_fp32_groups_);
 }
 
+void DistributedOptimizer::reload_model_params() {
+  torch::NoGradGuard no_grad;
+  const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+  auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get());
+  const bool fix = behaviour_.fix_hdo_reload_refreshes_copies;
+  if (hdo && !fix) {
+    hdo->update_fp32_param_by_new_param();
+    return;
+  }
+  if (pa) {
+    if (hdo) hdo->update_fp32_param_by_new_param();  // F3 fix: host copies refreshed there
+    return;
+  }
+  auto copy_group = [&](const std::vector<std::vector<int>>& model_groups,
+                        const std::vector<std::vector<torch::Tensor>>& main_groups) {
+    for (size_t g = 0; g < model_groups.size(); ++g) {
+      for (size_t i = 0; i < model_groups[g].size(); ++i) {
+        const Range r = ranges_of(model_groups[g][i]).param;
+        const torch::Tensor& model_param = model_params_[model_groups[g][i]].param;
+        main_groups[g][i].detach().copy_(model_param.detach().view(-1).slice(0, r.start, r.end));
+      }
+    }
+  };
+  copy_group(model_float16_groups_, shard_fp32_from_float16_groups_);
+  copy_group(model_fp32_groups_, shard_fp32_groups_);
+  if (hdo) hdo->update_fp32_param_by_new_param();  // F3 fix: then the hybrid optimizer's copies
+}
+
+void DistributedOptimizer::zero_grad(bool set_to_none) {
+  const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+  // `_zero_grad_group_helper`: None entries skipped; in place: detach a grad with a grad_fn,
+  // else clear its requires_grad, then zero it.
+  auto clear = [&](torch::Tensor t) {
+    if (!t.defined()) return;
+    if (pa) {
+      if (!attrs_->has_decoupled_grad(t)) return;
+      torch::Tensor g = attrs_->decoupled_grad(t);
+      if (set_to_none || !g.defined()) {
+        attrs_->set_decoupled_grad(t, torch::Tensor());
+      } else {
+        g.zero_();
+      }
+      return;
+    }
+    if (!t.grad().defined()) return;
+    if (set_to_none) {
+      t.mutable_grad() = torch::Tensor();
+    } else {
+      torch::Tensor& g = t.mutable_grad();
+      if (g.grad_fn()) {
+        g = g.detach();
+      } else {
+        g.requires_grad_(false);
+      }
+      g.zero_();
+    }
+  };
+  for (const auto* groups : {&model_float16_groups_, &model_fp32_groups_}) {
+    for (const auto& g : *groups) {
+      for (int p : g) clear(model_params_[p].param);
+    }
+  }
+  std::vector<const std::vector<std::vector<torch::Tensor>>*> shard_lists{&shard_float16_groups_,
+                                                                         &shard_fp32_groups_};
+  if (!pa) shard_lists.push_back(&shard_fp32_from_float16_groups_);
+  for (const auto* groups : shard_lists) {
+    for (const auto& g : *groups) {
+      for (const auto& t : g) clear(t);
+    }
+  }
+}
+
 void DistributedOptimizer::step() {
   torch::NoGradGuard no_grad;
   copy_model_grads_to_main_grads();

@@ -84,6 +84,13 @@ class DistributedOptimizer {
   void copy_model_grads_to_main_grads();
   // `_copy_main_params_to_model_params` (a no-op when precision-aware).
   void copy_main_params_to_model_params();
+  // `reload_model_params` / `_copy_model_params_to_main_params`: with a hybrid optimizer its
+  // `update_fp32_param_by_new_param()` only; precision-aware: nothing; else each main param
+  // takes the model param's piece.
+  void reload_model_params();
+  // `zero_grad(set_to_none)`: `.grad` (or `.decoupled_grad` when precision-aware) of the model
+  // and shard groups; the inner optimizer's own zero_grad is not called.
+  void zero_grad(bool set_to_none);
   // The four ranges of model param `param` on this rank.
   const ParamRangeMap& ranges_of(int param) const;
 

@@ -429,7 +429,15 @@ void HybridDeviceOptimizer::update_fp32_param_by_new_param() {
   for (auto& g : param_groups_) {
     for (auto& p : g.params()) {
       auto it = param_to_fp32_param_.find(key(p));
-      if (it != param_to_fp32_param_.end()) it->second.detach().copy_(p.detach());
+      if (it != param_to_fp32_param_.end()) {
+        it->second.detach().copy_(p.detach());
+        continue;
+      }
+      // F3 fix: the host copy of an fp32 original is not in the fp32 map; refresh it too.
+      auto c = gpu_params_map_cpu_copy_.find(key(p));
+      if (behaviour_.fix_hdo_reload_refreshes_copies && c != gpu_params_map_cpu_copy_.end()) {
+        c->second.detach().copy_(p.detach());
+      }
     }
   }
 }

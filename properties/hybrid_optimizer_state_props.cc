@@ -1,0 +1,18 @@
+// Stateful test of the distributed optimizer with the hybrid optimizer inside (the body and its
+// commands are in hybrid_state.cc).
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include "properties/property_table.h"
+#include "properties/support.h"
+
+namespace sc::props {
+namespace {
+
+RC_GTEST_PROP(HybridOptimizerState, CommandSequencesMatchTheReference, ()) {
+  run_hybrid_optimizer_state_property(variant_under_test());
+}
+
+}  // namespace
+}  // namespace sc::props
