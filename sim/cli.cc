@@ -6,7 +6,11 @@
 #include <iomanip>
 #include <sstream>
 
+#include "model/memory.h"
+#include "model/reference.h"
 #include "model/shard.h"
+#include "sim/fma_probe.h"
+#include "sim/rng.h"
 #include "sim/sut/behaviour.h"
 #include "sim/sut/device.h"
 #include "sim/world.h"
@@ -70,7 +74,97 @@ struct Row {
   int64_t accel_bytes = 0, host_bytes = 0;
   bool ok = true;
   std::string outcome;
+  double max_diff = 0;  // largest |port - reference| over owned pieces after the steps
+  bool compared = false;
 };
+
+// The inputs of step k of the main job: grads from the seed, lr 1e-3, weight decay 0.1 for even
+// groups and 0 for odd ones (as at construction).
+model::StepInputs job_step(const model::CaseSpec& c, uint64_t seed, int k) {
+  model::StepInputs in;
+  SplitMix64 rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(k + 1)));
+  for (const auto& p : c.params) {
+    std::vector<float> g(static_cast<size_t>(p.numel()));
+    for (float& x : g) x = rng.symmetric_unit() * 0.01f;
+    in.grads.push_back(std::move(g));
+  }
+  for (int g = 0; g < c.num_groups(); ++g) {
+    in.group_hyper.push_back(model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, g % 2 == 0 ? 0.1 : 0.0});
+  }
+  return in;
+}
+
+// Adds one instance of one rank to `row`: counts, bytes, outcome and, with steps, the largest
+// difference from the reference.
+void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device,
+              const model::CaseSpec& c, model::Instance inst, int64_t rank, Row& row) {
+  const auto layouts = model::full_param_layout(c);
+  const model::RankPlan plan = model::plan_rank(c, layouts, inst, rank);
+  for (const auto& g : plan.groups) {
+    for (const auto& e : g.installed) {
+      ++row.pieces;
+      row.pieces_fp32 += c.params[e.param].dtype == model::DType::kFloat32 ? 1 : 0;
+    }
+  }
+  auto fail = [&](const std::string& outcome) {
+    if (!row.ok) return;
+    row.ok = false;
+    row.outcome = outcome;
+  };
+  if (o.layout_only) {
+    const model::RankBytes bytes = model::rank_bytes(c, layouts, plan);
+    row.accel_bytes += bytes.accelerator;
+    row.host_bytes += bytes.host;
+    // The model predicts the leaf check: the first fp32 view installed is a non-leaf.
+    if (!b.detach_fp32_shard && c.cpu_offload && model::owns_fp32_piece(c, plan)) {
+      for (const auto& g : plan.groups) {
+        for (const auto& e : g.installed) {
+          if (e.kind == model::ShardKind::kFp32View) {
+            fail("ValueError: can't optimize a non-leaf Tensor (first: " +
+                 c.params[e.param].name + ") [predicted]");
+          }
+        }
+      }
+    }
+    return;
+  }
+  RankRig rig(c, inst, rank, b, device, o.seed);
+  const RankObservation& obs = rig.construction();
+  row.accel_bytes += obs.accel_bytes;
+  row.host_bytes += obs.host_bytes;
+  if (obs.error) {
+    std::string outcome = obs.error_type + ": " + *obs.error;
+    if (obs.failing_param >= 0) outcome += " (first: " + c.params[obs.failing_param].name + ")";
+    fail(outcome);
+    return;
+  }
+  const auto fma = torch_cpu_fma_mode();
+  if (o.steps == 0 || !fma) return;
+  model::RankReference ref(c, plan, rig.initial_values(), *fma, device.is_cuda());
+  for (int k = 0; k < o.steps; ++k) {
+    const model::StepInputs in = job_step(c, o.seed, k);
+    rig.step(in);
+    ref.step(in);
+  }
+  row.compared = true;
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+      const std::vector<float> got = rig.model_piece(g, i);
+      const std::vector<float>& want = ref.model_piece(g, i);
+      for (size_t e = 0; e < got.size(); ++e) {
+        const double d = std::fabs(static_cast<double>(got[e]) - want[e]);
+        if (!(d <= row.max_diff)) row.max_diff = std::isnan(d) ? INFINITY : d;
+      }
+    }
+  }
+}
+
+
+std::string fmt_diff(double d) {
+  std::ostringstream os;
+  os << std::setprecision(3) << d;
+  return os.str();
+}
 
 }  // namespace
 
@@ -87,7 +181,11 @@ std::string cli_usage() {
          "  --precision-aware=on|off precision-aware optimizer (on)\n"
          "  --device=auto|cpu|cuda   accelerator for the port (auto)\n"
          "  --seed=N|HASH            decimal seed or 40-hex commit hash (0)\n"
-         "  --scale=N                divide every dimension by N, keeping each parameter (64)\n"
+         "  --scale=N                divide every dimension by N, keeping each parameter\n"
+         "                           (64 with tensors, 1 with --layout-only)\n"
+         "  --steps=N                optimizer steps per rank, compared with the reference (3)\n"
+         "  --layout-only            the reference model only, no tensors: full sizes in seconds,\n"
+         "                           outcomes predicted\n"
          "  --json                   JSON instead of a table\n";
 }
 
@@ -100,6 +198,10 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
     }
     if (arg == "--json") {
       o.json = true;
+      continue;
+    }
+    if (arg == "--layout-only") {
+      o.layout_only = true;
       continue;
     }
     const size_t eq = arg.find('=');
@@ -156,6 +258,9 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
       o.device = value;
     } else if (name == "seed") {
       if (!parse_seed(value, o.seed)) return bad("expected a decimal seed or a 40-hex hash");
+    } else if (name == "steps") {
+      if (!parse_int(value, n) || n < 0 || n > 100) return bad("expected an integer from 0 to 100");
+      o.steps = static_cast<int>(n);
     } else if (name == "scale") {
       if (!parse_int(value, n) || n < 1) return bad("expected a positive integer");
       o.scale = n;
@@ -171,7 +276,8 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     out << cli_usage();
     return 0;
   }
-  const auto inventory = build_inventory(o.model, o.scale);
+  const int64_t scale = o.scale > 0 ? o.scale : (o.layout_only ? 1 : 64);
+  const auto inventory = build_inventory(o.model, scale);
   if (!inventory) {
     err << "shardcheck-sim: unknown model '" << o.model << "'\n";
     return 2;
@@ -197,7 +303,8 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
   const WorldSizes& w = o.world;
   const std::string header =
       "SEED=" + std::to_string(o.seed) + " model=" + o.model + " scale=" +
-      std::to_string(o.scale) + " pp=" + std::to_string(w.pp) + " vpp=" + std::to_string(w.vpp) +
+      std::to_string(scale) + " mode=" + (o.layout_only ? "layout-only" : "tensors") +
+      " steps=" + std::to_string(o.layout_only ? 0 : o.steps) + " pp=" + std::to_string(w.pp) + " vpp=" + std::to_string(w.vpp) +
       " ep=" + std::to_string(w.ep) + " dp=" + std::to_string(w.dp) +
       " expert_dp=" + std::to_string(w.dp / w.ep) + " offload=" + (o.offload ? "on" : "off") +
       " offload_fraction=" + [&] {
@@ -235,22 +342,7 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
         for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
           if (!model::instance_present(c, inst)) continue;
           const int64_t rank = inst == model::Instance::kExpert ? d / w.ep : d;
-          const RankObservation obs = run_rank(c, inst, rank, behaviour, device, o.seed);
-          for (const auto& g : obs.groups) {
-            for (const auto& t : g) {
-              ++row.pieces;
-              row.pieces_fp32 += c.params[t.param].dtype == model::DType::kFloat32 ? 1 : 0;
-            }
-          }
-          row.accel_bytes += obs.accel_bytes;
-          row.host_bytes += obs.host_bytes;
-          if (obs.error && row.ok) {
-            row.ok = false;
-            row.outcome = obs.error_type + ": " + *obs.error;
-            if (obs.failing_param >= 0) {
-              row.outcome += " (first: " + c.params[obs.failing_param].name + ")";
-            }
-          }
+          evaluate(o, behaviour, device, c, inst, rank, row);
         }
         if (row.ok) row.outcome = "OK";
         rows.push_back(row);
@@ -269,6 +361,7 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
           << ", \"pieces_fp32\": " << r.pieces_fp32 << ", \"ok\": " << (r.ok ? "true" : "false")
           << ", \"accel_bytes\": " << (r.ok ? std::to_string(r.accel_bytes) : "null")
           << ", \"host_bytes\": " << (r.ok ? std::to_string(r.host_bytes) : "null")
+          << ", \"max_diff\": " << (r.compared ? fmt_diff(r.max_diff) : "null")
           << ", \"outcome\": \"" << json_escape(r.outcome) << "\"}";
     }
     out << "\n]}\n";
@@ -277,11 +370,15 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
   out << header << "\n";
   out << "stage: pipeline stage; params/fp32: parameters held (fp32-kept); pieces/fp32: shard\n"
          "pieces this rank owns and hands to the optimizer (of fp32 parameters); bytes at scale "
-      << o.scale << ", before the first step (no optimizer state yet)\n";
+      << scale << " after construction (no optimizer state yet); max_diff: largest\n"
+      << "|port - reference| over owned elements after " << (o.layout_only ? 0 : o.steps)
+      << " steps, 0 = bit-identical" << (o.layout_only ? "; outcomes predicted by the model" : "")
+      << "\n";
   out << std::left << std::setw(9) << "variant" << std::right << std::setw(5) << "rank"
       << std::setw(6) << "stage" << std::setw(4) << "dp" << std::setw(4) << "ep" << std::setw(8)
       << "params" << std::setw(6) << "fp32" << std::setw(8) << "pieces" << std::setw(6) << "fp32"
-      << std::setw(13) << "accel_bytes" << std::setw(12) << "host_bytes" << "  outcome\n";
+      << std::setw(13) << "accel_bytes" << std::setw(12) << "host_bytes" << std::setw(10)
+      << "max_diff" << "  outcome\n";
   int failures = 0;
   for (const Row& r : rows) {
     failures += r.ok ? 0 : 1;
@@ -290,7 +387,8 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
         << std::setw(8) << r.params << std::setw(6) << r.params_fp32_kept << std::setw(8)
         << r.pieces << std::setw(6) << r.pieces_fp32 << std::setw(13)
         << (r.ok ? std::to_string(r.accel_bytes) : "-") << std::setw(12)
-        << (r.ok ? std::to_string(r.host_bytes) : "-") << "  " << r.outcome << "\n";
+        << (r.ok ? std::to_string(r.host_bytes) : "-") << std::setw(10)
+        << (r.compared ? fmt_diff(r.max_diff) : "-") << "  " << r.outcome << "\n";
   }
   for (const std::string& vname : o.variants) {
     int total = 0, failed = 0;

@@ -23,7 +23,9 @@ struct CliOptions {
   bool precision_aware = true;
   std::string device = "auto";  // auto | cpu | cuda
   uint64_t seed = 0;
-  int64_t scale = 64;
+  int64_t scale = 0;  // 0: 64 in tensor mode, 1 (full size) in layout-only mode
+  int steps = 3;       // optimizer steps per rank in tensor mode
+  bool layout_only = false;
   bool json = false;
   bool help = false;
 };

@@ -87,5 +87,58 @@ TEST(Cli, JsonHasOneObjectPerRankAndVariant) {
   EXPECT_EQ(r.out.find("\"ok\": false"), std::string::npos);  // no rebuild, no failure
 }
 
+std::vector<std::string> json_values(const std::string& json, const std::string& key) {
+  std::vector<std::string> out;
+  const std::string needle = "\"" + key + "\": ";
+  for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
+    const size_t start = at + needle.size();
+    out.push_back(json.substr(start, json.find_first_of(",}", start) - start));
+  }
+  return out;
+}
+
+TEST(Cli, StepsShowFindingF1OnPr6982AndNothingOnTheFix) {
+  // Offload fraction 0 keeps alpha's fp32 shard on the accelerator: pr6982 never updates it.
+  const CliRun r = run({"--model=mixed-dtype-net", "--pp=1", "--vpp=1", "--ep=1", "--dp=2",
+                        "--offload-fraction=0", "--variant=pr6982,hdo-reload", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto diffs = json_values(r.out, "max_diff");
+  ASSERT_EQ(diffs.size(), 4u);
+  EXPECT_NE(diffs[0], "0");  // pr6982, rank 0
+  EXPECT_EQ(diffs[2], "0");  // hdo-reload, rank 0
+  EXPECT_EQ(diffs[3], "0");
+}
+
+TEST(Cli, LayoutOnlyBytesEqualWhatThePortAllocates) {
+  // The model's byte accounting (layout-only) against the port's tensors at the same scale.
+  for (const char* model : {"mixed-dtype-net", "dsv4-flash"}) {
+    std::vector<std::string> base{std::string("--model=") + model, "--variant=pr6982",
+                                  "--json", "--steps=0", "--scale=256", "--offload-fraction=0.5"};
+    if (std::string(model) == "mixed-dtype-net") {
+      base.insert(base.end(), {"--pp=1", "--vpp=1", "--ep=1", "--dp=3"});
+    }
+    const CliRun tensors = run(base);
+    base.push_back("--layout-only");
+    const CliRun layout = run(base);
+    ASSERT_EQ(tensors.status, 0) << tensors.err;
+    ASSERT_EQ(layout.status, 0) << layout.err;
+    EXPECT_EQ(json_values(tensors.out, "accel_bytes"), json_values(layout.out, "accel_bytes"))
+        << model;
+    EXPECT_EQ(json_values(tensors.out, "host_bytes"), json_values(layout.out, "host_bytes"))
+        << model;
+    EXPECT_EQ(json_values(tensors.out, "pieces"), json_values(layout.out, "pieces")) << model;
+  }
+}
+
+TEST(Cli, LayoutOnlyPredictsTheFailingRanksThePortFinds) {
+  std::vector<std::string> args{"--variant=upstream", "--json", "--steps=0", "--scale=256"};
+  const CliRun tensors = run(args);
+  args.push_back("--layout-only");
+  const CliRun layout = run(args);
+  EXPECT_EQ(json_values(tensors.out, "ok"), json_values(layout.out, "ok"));
+}
+
+TEST(Cli, RejectsBadSteps) { expect_rejected({"--steps=-1"}, "expected an integer from 0 to 100"); }
+
 }  // namespace
 }  // namespace sc::sim
