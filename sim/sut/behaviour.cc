@@ -17,7 +17,10 @@ const std::vector<Behaviour>& all_behaviours() {
     Behaviour f3 = f2;
     f3.name = "hdo-reload";
     f3.fix_hdo_reload_refreshes_copies = true;
-    return std::vector<Behaviour>{up, pr6982, f1, f2, f3};
+    Behaviour f4 = f3;
+    f4.name = "hdo-load-alias";
+    f4.fix_hdo_master_alias_after_load = true;
+    return std::vector<Behaviour>{up, pr6982, f1, f2, f3, f4};
   }();
   return kAll;
 }

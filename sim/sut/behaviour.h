@@ -32,6 +32,9 @@ struct Behaviour {
   // Finding F3 (FINDINGS.md): reload_model_params with a hybrid optimizer also refreshes the
   // host copies of fp32 parameters and, without precision-aware, the fp32 main params.
   bool fix_hdo_reload_refreshes_copies = false;
+  // Finding F4 (FINDINGS.md): after load_state_dict, hdo.state's master_param is the loaded
+  // tensor, not the fp32 or host copy the sub-optimizer steps; the fix re-aliases it.
+  bool fix_hdo_master_alias_after_load = false;
   // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
   bool mutant_ds01_tail_momentum = false;
   // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index

@@ -423,6 +423,10 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
   init_sub_optimizers();
   sync_hdo_param_groups_to_sub_optimizers();
   sync_hdo_state_to_sub_optimizers();
+  if (behaviour_.fix_hdo_master_alias_after_load) {
+    // F4 fix: master_param is the tensor the sub-optimizer steps, as after every step.
+    for (auto& [orig, st] : state_view_) st.master_param = param_to_inner_param_.at(orig);
+  }
 }
 
 void HybridDeviceOptimizer::update_fp32_param_by_new_param() {

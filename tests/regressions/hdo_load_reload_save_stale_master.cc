@@ -1,0 +1,57 @@
+// Regression: finding F4 (FINDINGS.md), found 2026-11-29 by
+// HybridOptimizerState.CommandSequencesMatchTheReference with SC_VARIANT=hdo-reload (CI seed
+// 16026475347000257090, max_success=1000); shrunk: bf16 params, precision-aware, offload 1,
+// commands Step, SaveState, Rebuild+LoadState, ReloadModelParams, SaveState, Rebuild+LoadState,
+// Step. Cause: after load_state_dict, hdo.state's master_param is the loaded tensor rather than
+// the fp32 copy, so a reload before the next step is not what the next save writes.
+#include <gtest/gtest.h>
+
+#include "model/rounding.h"
+#include "sim/world.h"
+
+namespace sc::sim {
+namespace {
+
+model::CaseSpec bf16_offloaded() {
+  model::CaseSpec c;
+  model::ParamSpec p;
+  p.name = "w";
+  p.shape = {1};
+  p.dtype = model::DType::kBFloat16;
+  c.params = {p};
+  c.precision_aware = true;
+  c.cpu_offload = true;
+  c.offload_fraction = 1.0;
+  return c;
+}
+
+// Step, save, load into a fresh rank, reload model params, save, load again, zero-lr step; the
+// weight must be the rounded value the reload made the master.
+float master_after_load_reload_save_load(const char* variant) {
+  const sut::Behaviour b = *sut::behaviour_by_name(variant);
+  const torch::Device cpu(torch::kCPU);
+  model::StepInputs in;
+  in.grads = {{0.5f}};
+  in.group_hyper = {model::AdamWHyper{1e-2, 0.9, 0.999, 1e-8, 0.0}};
+  RankRig a(bf16_offloaded(), model::Instance::kDense, 0, b, cpu, 1);
+  a.step(in);
+  RankRig z1(bf16_offloaded(), model::Instance::kDense, 0, b, cpu, 2);
+  z1.load(a.save());
+  z1.reload_model_params();  // master := the bf16 weight
+  RankRig z2(bf16_offloaded(), model::Instance::kDense, 0, b, cpu, 3);
+  z2.load(z1.save());
+  return z2.optimizer_piece(0, 0)[0];  // the fp32 master z2 resumes from
+}
+
+TEST(HdoLoadReloadSave, HdoReloadSavesTheStaleLoadedMaster) {
+  const float master = master_after_load_reload_save_load("hdo-reload");
+  EXPECT_NE(master, model::round_to_bf16(master));  // not the reloaded (bf16) value
+}
+
+TEST(HdoLoadReloadSave, TheProposedFixSavesTheReloadedMaster) {
+  const float master = master_after_load_reload_save_load("hdo-load-alias");
+  EXPECT_EQ(master, model::round_to_bf16(master));
+}
+
+}  // namespace
+}  // namespace sc::sim
