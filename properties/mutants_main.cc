@@ -113,11 +113,11 @@ int main(int argc, char** argv) {
     std::cout << "]}\n";
   } else {
     std::cout << "SEED=" << seed << " max_success=" << max_success << "\n";
-    std::cout << std::left << std::setw(8) << "mutant" << std::setw(8) << "killed"
+    std::cout << std::left << std::setw(29) << "mutant" << std::setw(8) << "killed"
               << std::setw(70) << "property" << std::right << std::setw(6) << "cases"
               << std::setw(8) << "shrunk" << std::setw(9) << "seconds" << "\n";
     for (const auto& o : outcomes) {
-      std::cout << std::left << std::setw(8) << o.name << std::setw(8)
+      std::cout << std::left << std::setw(29) << o.name << std::setw(8)
                 << (o.killed ? "yes" : "NO") << std::setw(70)
                 << (o.killed ? o.property : "-") << std::right << std::setw(6) << o.cases
                 << std::setw(8) << o.shrunk_size << std::setw(9) << std::fixed

@@ -131,6 +131,9 @@ void RankRigImpl::build(uint64_t seed) {
   ddp.grad_reduce_in_fp32 = c.grad_reduce_in_fp32;
   ddp.pad_buckets_for_high_nccl_busbw = c.pad_for_high_nccl_busbw;
   ddp.bucket_size = c.bucket_size;
+  if (behaviour.mutant_align_32) ddp.param_alignment = 32;
+  ddp.bucket_pad_product = behaviour.mutant_bucket_pad_product;
+  ddp.forward_order = behaviour.mutant_forward_order;
   std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs;
   std::map<int, std::vector<int>> chunks;  // model chunk -> its params, ascending chunks
   for (size_t i = 0; i < params.size(); ++i) {

@@ -55,6 +55,15 @@ struct Behaviour {
   // Mutant PT-01: the multi-tensor FusedAdam skips its final flush when the last tensor of a
   // group is empty, so the tensors batched before it are never updated.
   bool mutant_pt01_skip_flush = false;
+  // Rule mutants (our own, one per layout or offload rule of the model):
+  // parameter starts aligned to 32 elements instead of 64;
+  bool mutant_align_32 = false;
+  // bucket ends padded to dp * 128 instead of lcm(dp, 128);
+  bool mutant_bucket_pad_product = false;
+  // parameters laid out in list order instead of reversed;
+  bool mutant_forward_order = false;
+  // the offload threshold tested after adding the tensor.
+  bool mutant_threshold_after_adding = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

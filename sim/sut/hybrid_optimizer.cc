@@ -80,7 +80,12 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
     for (const auto& orig : g.params()) {
       torch::Tensor p = orig;
       bool cpu_copy = false;
-      if (static_cast<double>(offloaded) < threshold && on_accelerator(p)) {
+      // Tested before adding; the rule mutant tests after adding.
+      const double running = static_cast<double>(
+          behaviour_.mutant_threshold_after_adding ? offloaded + p.numel() : offloaded);
+      const bool below = behaviour_.mutant_threshold_after_adding ? running <= threshold
+                                                                    : running < threshold;
+      if (below && on_accelerator(p)) {
         p = p.detach().clone().cpu();
         if (cuda) p = p.pin_memory();
         host.emplace(key(p), p);

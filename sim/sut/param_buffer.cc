@@ -11,10 +11,12 @@ int64_t pad_to_divisor(int64_t value, int64_t divisor) {
   return (value + divisor - 1) / divisor * divisor;
 }
 
-int64_t pad_param_start(int64_t index) { return pad_to_divisor(index, 64); }
+int64_t pad_param_start(int64_t index, int64_t alignment) {
+  return pad_to_divisor(index, alignment);
+}
 
-int64_t pad_bucket_end(int64_t end, int64_t dp, bool high_busbw) {
-  int64_t divisor = std::lcm<int64_t>(dp, 128);
+int64_t pad_bucket_end(int64_t end, int64_t dp, bool high_busbw, bool product) {
+  int64_t divisor = product ? dp * 128 : std::lcm<int64_t>(dp, 128);
   if (high_busbw) divisor = std::lcm<int64_t>(divisor, int64_t{1} << 16);
   return pad_to_divisor(end, divisor);
 }
@@ -57,14 +59,16 @@ PerBufferParamLayout compute_per_buffer_param_layout(const std::vector<ModelPara
   auto finalize_bucket = [&](int64_t end) {
     layout.per_bucket_numel_unpadded.push_back(end - bucket_start_index);
     const int64_t bucket_end_index =
-        pad_bucket_end(end, dp_size, ddp.pad_buckets_for_high_nccl_busbw);
+        pad_bucket_end(end, dp_size, ddp.pad_buckets_for_high_nccl_busbw, ddp.bucket_pad_product);
     layout.bucket_indices.push_back({bucket_start_index, bucket_end_index});
     bucket_start_index = bucket_end_index;
     ++bucket_id;
   };
-  for (auto it = buffer_params.rbegin(); it != buffer_params.rend(); ++it) {
+  std::vector<int> order(buffer_params.rbegin(), buffer_params.rend());
+  if (ddp.forward_order) order.assign(buffer_params.begin(), buffer_params.end());
+  for (auto it = order.begin(); it != order.end(); ++it) {
     const ModelParam& p = params[*it];
-    param_start_index = pad_param_start(param_start_index);
+    param_start_index = pad_param_start(param_start_index, ddp.param_alignment);
     if (p.shared_embedding && !bucket_params.empty()) {
       finalize_bucket(param_start_index);
       bucket_params.clear();

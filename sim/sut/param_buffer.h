@@ -33,6 +33,10 @@ struct DdpConfig {
   bool grad_reduce_in_fp32 = false;
   bool pad_buckets_for_high_nccl_busbw = false;
   std::optional<int64_t> bucket_size;
+  // Layout rules as Megatron has them; other values are set only by the rule mutants.
+  int64_t param_alignment = 64;
+  bool bucket_pad_product = false;  // dp * 128 instead of lcm(dp, 128)
+  bool forward_order = false;       // list order instead of reversed
 };
 
 // `BufferKey` of param_layout.py.
