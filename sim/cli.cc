@@ -76,6 +76,7 @@ struct Row {
   std::string outcome;
   double max_diff = 0;  // largest |port - reference| over owned pieces after the steps
   bool compared = false;
+  uint64_t digest = 0;  // of the final states of the rank's instances (tensor mode)
 };
 
 // The inputs of step k of the main job: grads from the seed, lr 1e-3, weight decay 0.1 for even
@@ -147,6 +148,7 @@ void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device
     ref.step(in);
   }
   row.compared = true;
+  row.digest = row.digest * 0x9E3779B97F4A7C15ull ^ rig.digest();
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const std::vector<float> got = rig.model_piece(g, i);
@@ -186,6 +188,7 @@ std::string cli_usage() {
          "  --steps=N                optimizer steps per rank, compared with the reference (3)\n"
          "  --layout-only            the reference model only, no tensors: full sizes in seconds,\n"
          "                           outcomes predicted\n"
+         "  --check-determinism      run twice; fail unless the digests of all final states match\n"
          "  --json                   JSON instead of a table\n";
 }
 
@@ -202,6 +205,10 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
     }
     if (arg == "--layout-only") {
       o.layout_only = true;
+      continue;
+    }
+    if (arg == "--check-determinism") {
+      o.check_determinism = true;
       continue;
     }
     const size_t eq = arg.find('=');
@@ -315,6 +322,7 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
       " device=" + (device.is_cuda() ? "cuda" : "cpu") + " torch=" + sut::torch_version() +
       " variants=" + join(o.variants, ",");
 
+  auto compute_rows = [&] {
   std::vector<Row> rows;
   for (const std::string& vname : o.variants) {
     const sut::Behaviour behaviour = *sut::behaviour_by_name(vname);
@@ -349,7 +357,32 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
       }
     }
   }
-
+  return rows;
+  };
+  std::vector<Row> rows = compute_rows();
+  std::string determinism;
+  if (o.check_determinism) {
+    if (o.layout_only || o.steps == 0) {
+      err << "shardcheck-sim: --check-determinism needs tensor mode with --steps above 0\n";
+      return 2;
+    }
+    const std::vector<Row> again = compute_rows();
+    uint64_t all = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].digest != again[i].digest) {
+        err << "shardcheck-sim: determinism check failed: " << rows[i].variant << " rank "
+            << rows[i].rank << " digests " << std::hex << rows[i].digest << " and "
+            << again[i].digest << std::dec << "\n"
+            << "reproduce: shardcheck-sim --seed=" << o.seed << " --check-determinism\n";
+        return 1;
+      }
+      all = all * 0x100000001b3ull ^ rows[i].digest;
+    }
+    std::ostringstream os;
+    os << "determinism: two runs, identical digests of all final states (" << std::hex << all
+       << ")";
+    determinism = os.str();
+  }
   if (o.json) {
     out << "{\"config\": \"" << json_escape(header) << "\", \"ranks\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -399,6 +432,7 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     }
     out << vname << ": " << failed << " of " << total << " ranks fail construction\n";
   }
+  if (!determinism.empty()) out << determinism << "\n";
   return 0;
 }
 

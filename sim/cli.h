@@ -26,6 +26,7 @@ struct CliOptions {
   int64_t scale = 0;  // 0: 64 in tensor mode, 1 (full size) in layout-only mode
   int steps = 3;       // optimizer steps per rank in tensor mode
   bool layout_only = false;
+  bool check_determinism = false;  // run twice, compare the digests of all final states
   bool json = false;
   bool help = false;
 };

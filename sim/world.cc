@@ -388,6 +388,28 @@ ObservedPlacement RankRig::placement(size_t g, size_t i) const {
   return out;
 }
 
+uint64_t RankRig::digest() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t k = 0; k < bytes; ++k) h = (h ^ p[k]) * 0x100000001b3ull;
+  };
+  auto mix_floats = [&](const std::vector<float>& v) { mix(v.data(), v.size() * sizeof(float)); };
+  const RankRigImpl& r = *impl_;
+  if (!r.dist) return h;
+  for (size_t g = 0; g < r.installed.size(); ++g) {
+    for (size_t i = 0; i < r.installed[g].size(); ++i) {
+      mix_floats(model_piece(g, i));
+      mix_floats(optimizer_piece(g, i));
+      const ObservedState s = state(g, i);
+      mix_floats(s.exp_avg);
+      mix_floats(s.exp_avg_sq);
+      mix(&s.step, sizeof s.step);
+    }
+  }
+  return h;
+}
+
 int RankRig::num_cpu_optimizers() const {
   const auto* h = impl_->hdo();
   return h ? static_cast<int>(h->num_cpu_optimizers()) : 0;

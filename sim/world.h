@@ -111,6 +111,9 @@ class RankRig {
   // fp32 main params, then `hdo.load_state_dict` (with its hooks). Megatron's own
   // DistributedOptimizer.load_state_dict (dummy step, group matching) is not ported.
   void load(const Checkpoint& ck);
+  // FNV-1a digest of every owned piece of the model params, the optimizer's params and their
+  // state (exp_avg, exp_avg_sq, step): equal digests mean bit-identical final states.
+  uint64_t digest() const;
   // Placement of entry (g, i) (HybridDeviceOptimizer only; default otherwise).
   ObservedPlacement placement(size_t g, size_t i) const;
   // Number of host sub-optimizers and whether there is an accelerator one (HDO only).

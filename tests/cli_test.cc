@@ -138,6 +138,22 @@ TEST(Cli, LayoutOnlyPredictsTheFailingRanksThePortFinds) {
   EXPECT_EQ(json_values(tensors.out, "ok"), json_values(layout.out, "ok"));
 }
 
+TEST(Cli, TheSameSeedTwiceGivesIdenticalDigestsAndTheDigestSeesTheSeed) {
+  const std::vector<std::string> base{"--model=mixed-dtype-net", "--pp=1", "--vpp=1", "--ep=1",
+                                      "--dp=2", "--offload-fraction=0.5", "--variant=hdo-load-alias"};
+  std::vector<std::string> args = base;
+  args.push_back("--check-determinism");
+  const CliRun r = run(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("determinism: two runs, identical digests"), std::string::npos) << r.out;
+  // The digest is not blind: another seed changes it.
+  auto digest_line = [](const CliRun& x) { return x.out.substr(x.out.find("determinism:")); };
+  args.push_back("--seed=7");
+  const CliRun other = run(args);
+  ASSERT_EQ(other.status, 0) << other.err;
+  EXPECT_NE(digest_line(r), digest_line(other));
+}
+
 TEST(Cli, RejectsBadSteps) { expect_rejected({"--steps=-1"}, "expected an integer from 0 to 100"); }
 
 }  // namespace
