@@ -4,23 +4,20 @@ namespace sc::sut {
 
 const std::vector<Behaviour>& all_behaviours() {
   static const std::vector<Behaviour> kAll = [] {
-    Behaviour up{"upstream"};
-    Behaviour pr6982 = up;
-    pr6982.name = "pr6982";
-    pr6982.detach_fp32_shard = true;
-    Behaviour f1 = pr6982;
-    f1.name = "hdo-accel-grad";
-    f1.fix_hdo_accelerator_decoupled_grad = true;
-    Behaviour f2 = f1;
-    f2.name = "hdo-fused-step";
-    f2.fix_hdo_restore_fused_step = true;
-    Behaviour f3 = f2;
-    f3.name = "hdo-reload";
-    f3.fix_hdo_reload_refreshes_copies = true;
-    Behaviour f4 = f3;
-    f4.name = "hdo-load-alias";
-    f4.fix_hdo_master_alias_after_load = true;
-    return std::vector<Behaviour>{up, pr6982, f1, f2, f3, f4};
+    // Each variant is the previous one plus one fix, in the order the findings were made.
+    std::vector<Behaviour> out{Behaviour{"upstream"}};
+    auto then = [&](const char* name, bool Behaviour::*fix) {
+      Behaviour b = out.back();
+      b.name = name;
+      b.*fix = true;
+      out.push_back(b);
+    };
+    then("pr6982", &Behaviour::detach_fp32_shard);
+    then("hdo-accel-grad", &Behaviour::fix_hdo_accelerator_decoupled_grad);
+    then("hdo-fused-step", &Behaviour::fix_hdo_restore_fused_step);
+    then("hdo-reload", &Behaviour::fix_hdo_reload_refreshes_copies);
+    then("hdo-load-alias", &Behaviour::fix_hdo_master_alias_after_load);
+    return out;
   }();
   return kAll;
 }

@@ -47,6 +47,13 @@ HybridDeviceOptimizer::HybridDeviceOptimizer(
 
 const HdoOptions& HybridDeviceOptimizer::hdo_defaults() const { return hdo(defaults()); }
 
+std::vector<torch::optim::Optimizer*> HybridDeviceOptimizer::sub_optimizers() const {
+  std::vector<torch::optim::Optimizer*> subs;
+  for (const auto& c : cpu_optimizers_) subs.push_back(c.get());
+  if (gpu_optimizer_) subs.push_back(gpu_optimizer_.get());
+  return subs;
+}
+
 void HybridDeviceOptimizer::init_sub_optimizers() {
   const HdoOptions& opts = hdo_defaults();
   param_to_fp32_param_.clear();
@@ -169,10 +176,7 @@ const torch::optim::OptimizerParamGroup& HybridDeviceOptimizer::hdo_group_of(
 }
 
 void HybridDeviceOptimizer::sync_hdo_param_groups_to_sub_optimizers() {
-  std::vector<torch::optim::Optimizer*> subs;
-  for (auto& c : cpu_optimizers_) subs.push_back(c.get());
-  if (gpu_optimizer_) subs.push_back(gpu_optimizer_.get());
-  for (torch::optim::Optimizer* sub : subs) {
+  for (torch::optim::Optimizer* sub : sub_optimizers()) {
     auto& groups = sub->param_groups();
     for (size_t k = 0; k < groups.size(); ++k) {
       TORCH_CHECK(!groups[k].params().empty(), "sub-optimizer group is empty");
@@ -274,10 +278,7 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
 
 void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
   state_view_.clear();
-  std::vector<torch::optim::Optimizer*> subs;
-  for (auto& c : cpu_optimizers_) subs.push_back(c.get());
-  if (gpu_optimizer_) subs.push_back(gpu_optimizer_.get());
-  for (torch::optim::Optimizer* sub : subs) {
+  for (torch::optim::Optimizer* sub : sub_optimizers()) {
     for (auto& g : sub->param_groups()) {
       for (auto& inner : g.params()) {
         HdoParamState st;
@@ -304,10 +305,7 @@ void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
 }
 
 void HybridDeviceOptimizer::sync_hdo_state_to_sub_optimizers() {
-  std::vector<torch::optim::Optimizer*> subs;
-  for (auto& c : cpu_optimizers_) subs.push_back(c.get());
-  if (gpu_optimizer_) subs.push_back(gpu_optimizer_.get());
-  for (torch::optim::Optimizer* sub : subs) {
+  for (torch::optim::Optimizer* sub : sub_optimizers()) {
     for (auto& g : sub->param_groups()) {
       for (auto& inner : g.params()) {
         const torch::Tensor orig = inner_param_to_orig_param_.at(key(inner));

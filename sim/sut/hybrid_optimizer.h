@@ -94,6 +94,8 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
 
  private:
   void init_sub_optimizers();
+  // `sub_optimizers`: the host ones, then the accelerator one if any.
+  std::vector<torch::optim::Optimizer*> sub_optimizers() const;
   void sync_hdo_param_groups_to_sub_optimizers();
   void set_sub_optimizer_grads();
   void sync_sub_optimizers_state_to_hdo();
