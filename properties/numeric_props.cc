@@ -70,6 +70,21 @@ void for_checked_ranks(const model::CaseSpec& c, F f) {
   }
 }
 
+// For every checked rank of `c`: builds it twice, from cases `x` and `y` (variations of `c`
+// with the same parameters, so the same plan) and the same seed, checks that both construct,
+// and calls f(rig_x, rig_y, plan).
+template <typename F>
+void for_rig_pairs(const model::CaseSpec& c, const model::CaseSpec& x, const model::CaseSpec& y,
+                   uint64_t y_seed_offset, const sut::Behaviour& b, F f) {
+  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    sim::RankRig a(x, inst, r, b, device(), 1000 + r);
+    sim::RankRig z(y, inst, r, b, device(), 1000 + y_seed_offset + r);
+    check(check_constructed(a.construction()), b);
+    check(check_constructed(z.construction()), b);
+    f(a, z, model::plan_rank(c, layouts, inst, r));
+  });
+}
+
 void classify(const model::CaseSpec& c, const gen::Schedule& s) {
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 0.0, "fraction 0");
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 1.0, "fraction 1");
@@ -160,12 +175,8 @@ void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
   other.offload_fraction = other_fraction;
   RC_CLASSIFY(c.precision_aware, "precision-aware");
   const double lr_max = gen::max_lr(s);
-  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    sim::RankRig a(c, inst, r, b, device(), 1000 + r);
-    sim::RankRig z(other, inst, r, b, device(), 1000 + r);
-    check(check_constructed(a.construction()), b);
-    check(check_constructed(z.construction()), b);
-    const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+  for_rig_pairs(c, c, other, 0, b, [&](sim::RankRig& a, sim::RankRig& z,
+                                      const model::RankPlan& plan) {
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const model::StepInputs in = gen::materialise(c, s.steps[k]);
       a.step(in);
@@ -203,12 +214,8 @@ void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
   plain.cpu_offload = false;
   plain.precision_aware = false;
   RC_CLASSIFY(c.precision_aware, "precision-aware hybrid optimizer");
-  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    sim::RankRig a(hdo, inst, r, b, device(), 1000 + r);
-    sim::RankRig p(plain, inst, r, b, device(), 1000 + r);
-    check(check_constructed(a.construction()), b);
-    check(check_constructed(p.construction()), b);
-    const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+  for_rig_pairs(c, hdo, plain, 0, b, [&](sim::RankRig& a, sim::RankRig& p,
+                                        const model::RankPlan& plan) {
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const model::StepInputs in = gen::materialise(c, s.steps[k]);
       a.step(in);
@@ -230,12 +237,9 @@ void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, si
   RC_PRE(c.cpu_offload && split >= 1 && split < s.steps.size());
   RC_CLASSIFY(c.precision_aware, "precision-aware");
   RC_CLASSIFY(c.offload_fraction < 1.0, "some pieces on the accelerator");
-  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    sim::RankRig a(c, inst, r, b, device(), 1000 + r);
-    sim::RankRig z(c, inst, r, b, device(), 2000 + r);  // other initial values: all must load
-    check(check_constructed(a.construction()), b);
-    check(check_constructed(z.construction()), b);
-    const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+  // The fresh rank has other initial values: everything must come from the checkpoint.
+  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankRig& a, sim::RankRig& z,
+                                      const model::RankPlan& plan) {
     for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
     z.load(a.save());
     for (size_t k = split; k < s.steps.size(); ++k) {

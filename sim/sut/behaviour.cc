@@ -2,15 +2,23 @@
 
 namespace sc::sut {
 
+namespace {
+
+// `base` renamed, with one flag set to `value`.
+Behaviour with_flag(Behaviour base, const char* name, bool Behaviour::*flag, bool value = true) {
+  base.name = name;
+  base.*flag = value;
+  return base;
+}
+
+}  // namespace
+
 const std::vector<Behaviour>& all_behaviours() {
   static const std::vector<Behaviour> kAll = [] {
     // Each variant is the previous one plus one fix, in the order the findings were made.
     std::vector<Behaviour> out{Behaviour{"upstream"}};
     auto then = [&](const char* name, bool Behaviour::*fix) {
-      Behaviour b = out.back();
-      b.name = name;
-      b.*fix = true;
-      out.push_back(b);
+      out.push_back(with_flag(out.back(), name, fix));
     };
     then("pr6982", &Behaviour::detach_fp32_shard);
     then("hdo-accel-grad", &Behaviour::fix_hdo_accelerator_decoupled_grad);
@@ -27,24 +35,13 @@ const std::vector<Behaviour>& all_mutants() {
     std::vector<Behaviour> out;
     Behaviour base = fully_patched();
     base.is_mutant = true;
-    Behaviour meg01 = base;  // the seed defect itself: no detach in the fp32 branch
-    meg01.name = "MEG-01";
-    meg01.detach_fp32_shard = false;
-    out.push_back(meg01);
-    Behaviour meg02 = base;
-    meg02.name = "MEG-02";
-    meg02.mutant_stale_index_map = true;
-    out.push_back(meg02);
-    Behaviour meg03 = base;
-    meg03.name = "MEG-03";
-    meg03.mutant_shard_size_for_double_dp = true;
-    out.push_back(meg03);
     auto add = [&](const char* name, bool Behaviour::*flag) {
-      Behaviour m = base;
-      m.name = name;
-      m.*flag = true;
-      out.push_back(m);
+      out.push_back(with_flag(base, name, flag));
     };
+    // The seed defect itself: the fix taken out again.
+    out.push_back(with_flag(base, "MEG-01", &Behaviour::detach_fp32_shard, false));
+    add("MEG-02", &Behaviour::mutant_stale_index_map);
+    add("MEG-03", &Behaviour::mutant_shard_size_for_double_dp);
     add("DS-01", &Behaviour::mutant_ds01_tail_momentum);
     add("DS-03", &Behaviour::mutant_ds03_copy_back_slice);
     add("DS-04", &Behaviour::mutant_ds04_shared_step);

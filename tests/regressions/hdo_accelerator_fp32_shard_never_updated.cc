@@ -6,18 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "sim/world.h"
+#include "tests/support/cases.h"
 
 namespace sc::sim {
 namespace {
 
 model::CaseSpec minimal_case() {
-  model::CaseSpec c;
-  model::ParamSpec p;
-  p.name = "attn_sink";
-  p.shape = {1};
-  p.dtype = model::DType::kFloat32;
-  p.keep_in_fp32 = true;
-  c.params = {p};
+  model::CaseSpec c = test::one_param_case("attn_sink", {1}, model::DType::kFloat32);
   c.precision_aware = true;
   c.cpu_offload = true;
   c.offload_fraction = 0.0;

@@ -8,17 +8,13 @@
 
 #include "model/rounding.h"
 #include "sim/world.h"
+#include "tests/support/cases.h"
 
 namespace sc::sim {
 namespace {
 
 model::CaseSpec bf16_offloaded() {
-  model::CaseSpec c;
-  model::ParamSpec p;
-  p.name = "w";
-  p.shape = {1};
-  p.dtype = model::DType::kBFloat16;
-  c.params = {p};
+  model::CaseSpec c = test::one_param_case("w", {1}, model::DType::kBFloat16);
   c.precision_aware = true;
   c.cpu_offload = true;
   c.offload_fraction = 1.0;

@@ -8,18 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "sim/world.h"
+#include "tests/support/cases.h"
 
 namespace sc::sim {
 namespace {
 
 model::CaseSpec fp32_param_offloaded() {
-  model::CaseSpec c;
-  model::ParamSpec p;
-  p.name = "alpha_pre";
-  p.shape = {1};
-  p.dtype = model::DType::kFloat32;
-  p.keep_in_fp32 = true;
-  c.params = {p};
+  model::CaseSpec c = test::one_param_case("alpha_pre", {1}, model::DType::kFloat32);
   c.precision_aware = true;
   c.cpu_offload = true;
   c.offload_fraction = 1.0;

@@ -6,17 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "sim/world.h"
+#include "tests/support/cases.h"
 
 namespace sc::sim {
 namespace {
 
 model::CaseSpec minimal_case() {
-  model::CaseSpec c;
-  model::ParamSpec p;
-  p.name = "w";
-  p.shape = {1};
-  p.dtype = model::DType::kFloat32;
-  c.params = {p};
+  model::CaseSpec c = test::one_param_case("w", {1}, model::DType::kFloat32);
   c.cpu_offload = true;
   c.offload_fraction = 0.0;
   return c;

@@ -8,6 +8,7 @@
 
 #include "sim/sut/device.h"
 #include "sim/world.h"
+#include "tests/support/cases.h"
 
 namespace sc::sim {
 namespace {
@@ -15,13 +16,7 @@ namespace {
 const torch::Device kCpu(torch::kCPU);
 
 model::CaseSpec seed_minimal_case() {
-  model::CaseSpec c;
-  model::ParamSpec p;
-  p.name = "alpha";
-  p.shape = {1};
-  p.dtype = model::DType::kFloat32;
-  p.keep_in_fp32 = true;
-  c.params = {p};
+  model::CaseSpec c = test::one_param_case("alpha", {1}, model::DType::kFloat32);
   c.cpu_offload = true;
   c.offload_fraction = 1.0;
   c.precision_aware = true;
