@@ -7,7 +7,7 @@ namespace sc::model {
 RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
                              const std::vector<std::vector<float>>& initial, FmaMode fma,
                              bool accelerator_is_cuda)
-    : case_(&c), plan_(&plan), fma_(fma) {
+    : case_(&c), plan_(&plan), fma_(fma), fused_master_(c.precision_aware && !c.cpu_offload) {
   std::vector<std::vector<HdoTensor>> tensors;
   for (const GroupPlan& g : plan.groups) {
     std::vector<HdoTensor> ts;
@@ -22,12 +22,27 @@ RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
     std::vector<std::vector<float>> masters;
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const ShardEntry& e = plan.groups[g].installed[i];
-      const bool host = !c.cpu_offload || offload_.placements[g][i].offloaded;
+      const bool host =
+          !fused_master_ && (!c.cpu_offload || offload_.placements[g][i].offloaded);
       paths.push_back(host ? UpdatePath::kTorchCpu : UpdatePath::kFusedAccelerator);
       const auto& full = initial.at(e.param);
       masters.emplace_back(full.begin() + e.param_range.start, full.begin() + e.param_range.end);
     }
     path_.push_back(std::move(paths));
+    if (fused_master_ && !step_error_) {
+      bool fp16 = false, bf16 = false;
+      for (const ShardEntry& e : plan.groups[g].installed) {
+        fp16 = fp16 || e.dtype == DType::kFloat16;
+        bf16 = bf16 || e.dtype == DType::kBFloat16;
+      }
+      if (fp16 && bf16) {
+        step_error_ = c.store_param_remainders
+                          ? "FusedAdam doesn't support a mix of FP16/BF16 weights + Store param "
+                            "remainder."
+                          : "FusedAdam does not support a mix of float16 and bfloat16 model "
+                            "weights.";
+      }
+    }
     model_.push_back(masters);
     master_.push_back(std::move(masters));
     state_.emplace_back(plan.groups[g].installed.size());
@@ -52,7 +67,11 @@ void RankReference::step(const StepInputs& in) {
       } else {
         adamw_step_fused(master, grad, state_[g][i], h, steps_);
       }
-      for (size_t k = 0; k < master.size(); ++k) model_[g][i][k] = round_to(p.dtype, master[k]);
+      const bool split = fused_master_ && case_->store_param_remainders &&
+                         p.dtype == DType::kBFloat16;
+      for (size_t k = 0; k < master.size(); ++k) {
+        model_[g][i][k] = split ? bf16_half_of_split_master(master[k]) : round_to(p.dtype, master[k]);
+      }
     }
   }
 }

@@ -5,9 +5,17 @@
 // 16-bit one), stepped with the DP-reduced gradient rounded to the grad buffer's dtype; the model
 // parameter is the master rounded to its dtype. The update follows the operation order of the
 // sub-optimizer that steps the piece (LibTorch's CPU AdamW on the host or in the plain
-// distributed optimizer, FusedAdam on the accelerator), so comparisons with the port are exact.
+// distributed optimizer, FusedAdam on the accelerator or, precision-aware without offload, for
+// every piece), so comparisons with the port are exact.
+//
+// Precision-aware without offload, a bf16 piece kept as bf16 + int16 remainder (the default
+// store_param_remainders) receives model::bf16_half_of_split_master of its master: the only
+// rounding that format can express. A group holding both fp16 and bf16 pieces cannot be stepped
+// by that FusedAdam: step_error() names the error the first step raises.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "model/adamw.h"
@@ -51,6 +59,8 @@ class RankReference {
   UpdatePath path(size_t g, size_t i) const { return path_[g][i]; }
   // The offload plan of this rank (empty without offload).
   const OffloadPlan& offload_plan() const { return offload_; }
+  // The error the first step raises, if any (empty: steps succeed).
+  const std::optional<std::string>& step_error() const { return step_error_; }
 
  private:
   const CaseSpec* case_;
@@ -58,6 +68,8 @@ class RankReference {
   FmaMode fma_;
   int64_t steps_ = 0;
   OffloadPlan offload_;
+  bool fused_master_ = false;  // precision-aware FusedAdam with master weights steps every piece
+  std::optional<std::string> step_error_;
   std::vector<std::vector<UpdatePath>> path_;
   std::vector<std::vector<std::vector<float>>> master_, model_;
   std::vector<std::vector<AdamWState32>> state_;

@@ -31,6 +31,17 @@ float round_to_fp16(float x) {
   return std::copysign(std::ldexp(rounded, e), x);
 }
 
+float bf16_half_of_split_master(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  uint32_t hi = u >> 16;
+  if ((u & 0xFFFFu) >= 0x8000u) hi = (hi + 1u) & 0xFFFFu;  // the format's wrap, as int16
+  u = hi << 16;
+  float out;
+  std::memcpy(&out, &u, sizeof out);
+  return out;
+}
+
 float round_to(DType d, float x) {
   switch (d) {
     case DType::kBFloat16:

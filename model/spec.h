@@ -39,6 +39,9 @@ struct CaseSpec {
   bool pad_for_high_nccl_busbw = false;
   bool grad_reduce_in_fp32 = false;
   bool precision_aware = false;       // use_precision_aware_optimizer_no_fp8_or_ds_fp8
+  // OptimizerConfig.store_param_remainders (Megatron's default): precision-aware without offload
+  // keeps bf16 masters as bf16 param + int16 remainder. No effect otherwise.
+  bool store_param_remainders = true;
   bool cpu_offload = false;           // HybridDeviceOptimizer, rebuilt by DistributedOptimizer
   double offload_fraction = 1.0;
 

@@ -38,7 +38,7 @@ void run_fused_adam_property(const sut::Behaviour& b) {
   sut::FusedAdamOptions o;
   o.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
   std::vector<torch::optim::OptimizerParamGroup> groups{torch::optim::OptimizerParamGroup(params)};
-  sut::FusedAdam opt(groups, o, nullptr, false, b);
+  sut::FusedAdam opt(groups, o, nullptr, sut::FusedAdamFlags{}, b);
   std::vector<model::AdamWState32> states(sizes.size());
   for (int k = 1; k <= steps; ++k) {
     for (size_t t = 0; t < sizes.size(); ++t) {

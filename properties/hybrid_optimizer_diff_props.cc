@@ -39,5 +39,9 @@ RC_GTEST_PROP(HybridOptimizerDiff, SaveLoadContinueEqualsNoInterruption, ()) {
   run("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption");
 }
 
+RC_GTEST_PROP(DistributedCheckpoint, ResumeEqualsNoInterruption, ()) {
+  run("DistributedCheckpoint.ResumeEqualsNoInterruption");
+}
+
 }  // namespace
 }  // namespace sc::props

@@ -150,7 +150,7 @@ struct ReloadModelParams : Cmd {
 };
 
 void run_stateful(const sut::Behaviour& b) {
-  model::CaseSpec spec = *gen::numeric_case_spec();
+  model::CaseSpec spec = *gen::case_spec();
   spec.cpu_offload = true;
   RC_PRE(model::instance_present(spec, model::Instance::kDense));
   int64_t total = 0;

@@ -90,7 +90,8 @@ void classify(const model::CaseSpec& c, const gen::Schedule& s) {
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 1.0, "fraction 1");
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction > 0.0 && c.offload_fraction < 1.0,
               "interior fraction");
-  RC_CLASSIFY(c.precision_aware, "precision-aware");
+  RC_CLASSIFY(c.precision_aware && c.cpu_offload, "precision-aware with offload");
+  RC_CLASSIFY(c.precision_aware && !c.cpu_offload, "precision-aware FusedAdam");
   RC_CLASSIFY(s.steps.size() > 1, "several steps");
 }
 
@@ -130,6 +131,20 @@ void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
                 ? Violation()
                 : Violation("number of sub-optimizers differs from the plan"),
             b);
+      return;
+    }
+    if (const auto& want = ref.step_error()) {
+      // The model predicts that the optimizer refuses the first step: the port must raise it.
+      RC_TAG("step refused");
+      Violation v = "the first step succeeded; the reference expects: " + *want;
+      try {
+        rig.step(gen::materialise(c, s.steps.front()));
+      } catch (const c10::Error& e) {
+        v = e.msg() == *want ? Violation()
+                             : Violation("the first step raised \"" + e.msg() +
+                                         "\"; the reference expects \"" + *want + "\"");
+      }
+      check(v, b);
       return;
     }
     for (size_t k = 0; k < s.steps.size(); ++k) {
@@ -252,6 +267,52 @@ void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, si
                               entry_name(c, plan, g, i, static_cast<int>(k + 1)) +
                                   " (resumed vs uninterrupted)"),
                 b);
+        }
+      }
+    }
+  });
+}
+
+void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
+                          const sut::Behaviour& b) {
+  RC_PRE(split >= 1 && split < s.steps.size());
+  RC_CLASSIFY(c.cpu_offload, "hybrid optimizer");
+  RC_CLASSIFY(c.precision_aware && !c.cpu_offload, "precision-aware FusedAdam");
+  RC_CLASSIFY(!c.precision_aware && !c.cpu_offload, "torch AdamW");
+  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankRig& a, sim::RankRig& z,
+                                      const model::RankPlan& plan) {
+    // A refused step (the model predicts it) is another property's business.
+    model::RankReference ref(c, plan, a.initial_values(), model::FmaMode::kSeparate, false);
+    RC_PRE(!ref.step_error());
+    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
+    Violation loaded;
+    try {
+      z.load_distributed(a.save());
+    } catch (const c10::Error& e) {
+      loaded = "loading the distributed checkpoint raised: " + e.msg();
+    }
+    check(loaded, b);
+    for (size_t k = split; k < s.steps.size(); ++k) {
+      const model::StepInputs in = gen::materialise(c, s.steps[k]);
+      a.step(in);
+      z.step(in);
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          const std::string at = entry_name(c, plan, g, i, static_cast<int>(k + 1));
+          check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                              at + " (resumed vs uninterrupted)"),
+                b);
+          check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
+                              at + " master (resumed vs uninterrupted)"),
+                b);
+          const sim::ObservedState x = z.state(g, i), y = a.state(g, i);
+          check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"),
+                b);
+          if (x.step != y.step) {
+            check(at + ": step " + std::to_string(x.step) + " resumed, " +
+                      std::to_string(y.step) + " uninterrupted",
+                  b);
+          }
         }
       }
     }

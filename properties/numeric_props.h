@@ -34,5 +34,10 @@ void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
 // piece is bit-identical to the uninterrupted run.
 void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
                             const sut::Behaviour& b);
+// Megatron's distributed checkpoint: after `split` steps the rank is saved, a fresh rank of the
+// same case (other initial values) loads it with RankRig::load_distributed, and both continue;
+// every model piece, optimizer piece and state must stay equal. Any inner optimizer.
+void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
+                          const sut::Behaviour& b);
 
 }  // namespace sc::props

@@ -32,29 +32,29 @@ const std::vector<PropertyDef>& diff_properties() {
        }},
       {"HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep",
        [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::numeric_case_spec();
+         const model::CaseSpec c = *gen::case_spec();
          run_numeric_property(c, *gen::schedule(c, kMaxSteps), b, NumericClaim::kModelParams);
        }},
       {"HybridOptimizerDiff.OptimizerStateEqualsTheReference",
        [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::numeric_case_spec();
+         const model::CaseSpec c = *gen::case_spec();
          run_numeric_property(c, *gen::schedule(c, kMaxSteps), b, NumericClaim::kState);
        }},
       {"HybridOptimizerDiff.PlacementEqualsTheOffloadPlan",
        [](const sut::Behaviour& b) {
-         model::CaseSpec c = *gen::numeric_case_spec();
+         model::CaseSpec c = *gen::case_spec();
          c.cpu_offload = true;
          run_numeric_property(c, gen::Schedule{}, b, NumericClaim::kPlacement);
        }},
       {"HybridOptimizerDiff.ZeroLrAndWeightDecayLeaveParamsUnchanged",
        [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::numeric_case_spec();
+         const model::CaseSpec c = *gen::case_spec();
          run_numeric_property(c, *gen::zero_lr_schedule(c, kMaxSteps), b,
                               NumericClaim::kUnchanged);
        }},
       {"HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult",
        [](const sut::Behaviour& b) {
-         model::CaseSpec c = *gen::numeric_case_spec();
+         model::CaseSpec c = *gen::case_spec();
          c.cpu_offload = true;
          const double other =
              *gen::weighted_choice<double>({{1, 0.0}, {1, 1.0}, {1, 0.5}, {1, 0.1}});
@@ -62,17 +62,25 @@ const std::vector<PropertyDef>& diff_properties() {
        }},
       {"HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer",
        [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::numeric_case_spec();
+         const model::CaseSpec c = *gen::case_spec();
          run_hdo_against_plain(c, *gen::schedule(c, kMaxSteps), b);
        }},
       {"HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
        [](const sut::Behaviour& b) {
-         model::CaseSpec c = *gen::numeric_case_spec();
+         model::CaseSpec c = *gen::case_spec();
          c.cpu_offload = true;
          const gen::Schedule s = *gen::schedule(c, kMaxSteps);
          RC_PRE(s.steps.size() >= 2);
          const size_t split = *rc::gen::inRange<size_t>(1, s.steps.size());
          run_save_load_continue(c, s, split, b);
+       }},
+      {"DistributedCheckpoint.ResumeEqualsNoInterruption",
+       [](const sut::Behaviour& b) {
+         const model::CaseSpec c = *gen::case_spec();
+         const gen::Schedule s = *gen::schedule(c, kMaxSteps);
+         RC_PRE(s.steps.size() >= 2);
+         const size_t split = *rc::gen::inRange<size_t>(1, s.steps.size());
+         run_dist_ckpt_resume(c, s, split, b);
        }},
       {"HybridOptimizerState.CommandSequencesMatchTheReference",
        [](const sut::Behaviour& b) { run_hybrid_optimizer_state_property(b); }},

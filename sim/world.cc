@@ -5,6 +5,7 @@
 
 #include "sim/rng.h"
 #include "sim/sut/distrib_optimizer.h"
+#include "sim/sut/fused_adam.h"
 #include "sim/sut/hybrid_optimizer.h"
 #include "sim/sut/param_buffer.h"
 #include "sim/sut/tensor_attrs.h"
@@ -100,6 +101,10 @@ struct RankRigImpl {
   const sut::HybridDeviceOptimizer* hdo() const {
     return dist ? dynamic_cast<const sut::HybridDeviceOptimizer*>(&dist->optimizer()) : nullptr;
   }
+  // The precision-aware FusedAdam without offload, if that is the inner optimizer.
+  const sut::FusedAdam* fused() const {
+    return dist ? dynamic_cast<const sut::FusedAdam*>(&dist->optimizer()) : nullptr;
+  }
 };
 
 void RankRigImpl::build(uint64_t seed) {
@@ -166,6 +171,9 @@ void RankRigImpl::build(uint64_t seed) {
       sut::HdoOptions o;
       o.weight_decay(group_weight_decay(g));
       groups.emplace_back(members, std::make_unique<sut::HdoOptions>(o));
+    } else if (c.precision_aware) {
+      groups.emplace_back(members, std::make_unique<sut::FusedAdamOptions>(
+                                       sut::FusedAdamOptions().weight_decay(group_weight_decay(g))));
     } else {
       groups.emplace_back(members, std::make_unique<torch::optim::AdamWOptions>(
                                        torch::optim::AdamWOptions(1e-3).weight_decay(
@@ -178,12 +186,23 @@ void RankRigImpl::build(uint64_t seed) {
     defaults.offload_fraction(c.offload_fraction).param_update_in_fp32(true);
     inner = std::make_unique<sut::HybridDeviceOptimizer>(std::move(groups), defaults, device,
                                                          &attrs, behaviour);
+  } else if (c.precision_aware) {
+    // The factory's precision-aware TE FusedAdam: master weights, decoupled grads, remainders.
+    sut::FusedAdamFlags flags;
+    flags.use_decoupled_grad = true;
+    flags.master_weights = !behaviour.mutant_pa_no_master_weights;
+    flags.store_param_remainders = c.store_param_remainders;
+    inner = std::make_unique<sut::FusedAdam>(std::move(groups), sut::FusedAdamOptions(), &attrs,
+                                             flags, behaviour);
   } else {
+    // Without Transformer Engine (the factory's USING_PYTORCH_OPTIMIZER): torch's AdamW.
     inner = std::make_unique<torch::optim::AdamW>(std::move(groups));
   }
 
   sut::OptimizerConfig config;
   config.use_precision_aware_optimizer_no_fp8_or_ds_fp8 = c.precision_aware;
+  config.store_param_remainders = c.store_param_remainders;
+  for (const model::ParamSpec& p : c.params) config.bf16 = config.bf16 || p.dtype == model::DType::kBFloat16;
   auto probe = [&](const sut::DistributedOptimizer& d) {
     for (const sut::GbufRangeMap& map : d.gbuf_ranges()) {
       model::BufferRanges br{model::BufferKey{to_model_dtype(map.param_dtype),
@@ -237,6 +256,13 @@ void RankRigImpl::build(uint64_t seed) {
     }
   }
   if (!dist) return;
+  // Identifier keys of the optimizer groups: unique per group, as Megatron's groups are.
+  std::vector<sut::GroupKey> keys;
+  for (const sut::GroupRange& gr : dist->opt_group_ranges()) {
+    const int id = group_ids.at(static_cast<size_t>(gr.orig_group));
+    keys.push_back(sut::GroupKey{group_weight_decay(id) > 0 ? 1.0 : 0.0, 1.0 + id, expert, false});
+  }
+  dist->set_group_keys(std::move(keys));
 
   const auto& final_groups = dist->optimizer().param_groups();
   obs.final_groups_match = final_groups.size() == installed.size();
@@ -314,6 +340,8 @@ void RankRig::step(const model::StepInputs& in) {
     auto& o = groups[k].options();
     if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&o)) {
       a->lr(h.lr).betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(h.weight_decay);
+    } else if (auto* f = dynamic_cast<sut::FusedAdamOptions*>(&o)) {
+      f->lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
     } else {
       auto& hd = static_cast<sut::HdoOptions&>(o);
       hd.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
@@ -351,8 +379,9 @@ std::vector<float> RankRig::model_piece(size_t g, size_t i) const {
 std::vector<float> RankRig::optimizer_piece(size_t g, size_t i) const {
   const RankRigImpl& r = *impl_;
   const torch::Tensor& t = r.installed[g][i];
-  const auto* h = r.hdo();
-  return to_floats(h ? h->inner_param(t) : t);
+  if (const auto* h = r.hdo()) return to_floats(h->inner_param(t));
+  if (const auto* f = r.fused()) return to_floats(f->master_of(t));
+  return to_floats(t);
 }
 
 ObservedState RankRig::state(size_t g, size_t i) const {
@@ -365,6 +394,15 @@ ObservedState RankRig::state(size_t g, size_t i) const {
     out = ObservedState{to_floats(s->exp_avg), to_floats(s->exp_avg_sq),
                         to_floats(s->master_param), s->step, true};
     return out;
+  }
+  if (const auto* f = r.fused()) {
+    const sut::FusedAdamState* s = f->state_of(t);
+    if (!s) return out;
+    const auto& groups = f->param_groups();
+    return ObservedState{to_floats(s->exp_avg()), to_floats(s->exp_avg_sq()),
+                         to_floats(f->master_of(t)),
+                         static_cast<const sut::FusedAdamOptions&>(groups.at(g).options()).step(),
+                         true};
   }
   const auto& state = r.dist->optimizer().state();
   auto it = state.find(c10::guts::to_string(t.unsafeGetTensorImpl()));
@@ -423,12 +461,15 @@ bool RankRig::has_accelerator_optimizer() const {
 struct CheckpointImpl {
   std::vector<torch::Tensor> weights;                   // per port param
   std::vector<std::vector<torch::Tensor>> main_params;  // shard_fp32_from_float16 groups
-  sut::HdoStateDict hdo;
+  sut::HdoStateDict hdo;                                // hybrid optimizer only
+  sut::DistOptStateDict dist;                           // DistributedOptimizer.state_dict()
+  std::vector<sut::ParamStateTensors> param_state;      // fs_model_space tensors, copies
+  std::string dist_error;  // what saving the distributed checkpoint raised, if anything
 };
 
 Checkpoint RankRig::save() const {
   const RankRigImpl& r = *impl_;
-  TORCH_CHECK(r.hdo(), "RankRig::save: only the hybrid optimizer's state is saved");
+  TORCH_CHECK(r.dist, "RankRig::save: construction failed");
   auto ck = std::make_shared<CheckpointImpl>();
   for (const auto& mp : r.params) ck->weights.push_back(mp.param.detach().clone());
   for (const auto& g : r.dist->shard_fp32_from_float16_groups()) {
@@ -436,7 +477,19 @@ Checkpoint RankRig::save() const {
     for (const auto& t : g) copies.push_back(t.defined() ? t.detach().clone() : torch::Tensor());
     ck->main_params.push_back(std::move(copies));
   }
-  ck->hdo = r.hdo()->state_dict();
+  if (r.hdo()) ck->hdo = r.hdo()->state_dict();
+  // The distributed checkpoint's part: what Megatron raises here (e.g. before the first step) is
+  // kept and raised again by load_distributed; the hybrid optimizer's own save still works.
+  try {
+    ck->dist = r.dist->state_dict();
+    for (const auto& t : r.dist->param_state_fs_model_space()) {
+      sut::ParamStateTensors copy;
+      for (const auto& [k, v] : t) copy[k] = v.detach().clone();
+      ck->param_state.push_back(std::move(copy));
+    }
+  } catch (const c10::Error& e) {
+    ck->dist_error = e.msg();
+  }
   return Checkpoint{ck};
 }
 
@@ -455,9 +508,82 @@ void RankRig::load(const Checkpoint& ck) {
   hdo->load_state_dict(ck.impl->hdo);
 }
 
+void RankRig::load_distributed(const Checkpoint& ck) {
+  RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::load_distributed: construction failed");
+  TORCH_CHECK(ck.impl->dist_error.empty(), ck.impl->dist_error);
+  constexpr uint64_t kDummyStepSeed = 17;
+  // sharded_state_dict(is_loading=True).
+  r.dist->load_state_dict(r.dist->state_dict(), kDummyStepSeed);
+  std::vector<sut::ParamStateTensors> live = r.dist->param_state_fs_model_space();
+  // dist_checkpointing.load: every linked tensor filled in place; "step" is a plain entry and
+  // comes back as saved.
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < r.params.size(); ++i) r.params[i].param.detach().copy_(ck.impl->weights[i]);
+  TORCH_CHECK(live.size() == ck.impl->param_state.size(),
+              "checkpoint holds the state of ", ck.impl->param_state.size(), " params, not ",
+              live.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    for (auto& [k, v] : live[i]) {
+      auto it = ck.impl->param_state[i].find(k);
+      TORCH_CHECK(it != ck.impl->param_state[i].end(), "checkpoint lacks optimizer state '", k,
+                  "' of local param ", i);
+      if (k == "step") {
+        v = it->second.clone();
+      } else {
+        v.copy_(it->second);
+      }
+    }
+  }
+  sut::DistOptStateDict sd = ck.impl->dist;
+  sd.param_state = sut::ParamStateDict{sut::ParamStateDict::Sharding::kFullyShardedModelSpace,
+                                       {}, std::move(live)};
+  r.dist->load_state_dict(sd, kDummyStepSeed);
+}
+
 RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int64_t rank,
                          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed) {
   return RankRig(c, instance, rank, behaviour, device, seed).construction();
+}
+
+
+// --- Accessors for the multi-process mode ---
+
+std::vector<const sut::ParamAndGradBuffer*> RankRig::buffers() const {
+  std::vector<const sut::ParamAndGradBuffer*> out;
+  for (const auto& b : impl_->buffers) out.push_back(b.get());
+  return out;
+}
+
+void RankRig::write_main_grads(const std::vector<std::vector<float>>& grads) {
+  RankRigImpl& r = *impl_;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    const auto& g = grads.at(r.case_index[i]);
+    TORCH_CHECK(static_cast<int64_t>(g.size()) == r.params[i].main_grad.numel(),
+                "write_main_grads: wrong gradient size for ", r.params[i].name);
+    torch::Tensor src = torch::from_blob(const_cast<float*>(g.data()),
+                                         {static_cast<int64_t>(g.size())}, torch::kFloat);
+    r.params[i].main_grad.view(-1).copy_(src);
+  }
+}
+
+void RankRig::step_with_main_grads(const model::StepInputs& in) {
+  // step() writes its grads into the main grads first: hand it what they hold now, so that the
+  // write changes nothing and the optimizer reads the reduce-scatter's result.
+  model::StepInputs now;
+  now.group_hyper = in.group_hyper;
+  now.grads.resize(impl_->c.params.size());
+  for (size_t i = 0; i < impl_->params.size(); ++i) {
+    now.grads[impl_->case_index[i]] = to_floats(impl_->params[i].main_grad);
+  }
+  step(now);
+}
+
+std::vector<std::vector<float>> RankRig::model_values() const {
+  std::vector<std::vector<float>> out;
+  for (const auto& mp : impl_->params) out.push_back(to_floats(mp.param));
+  return out;
 }
 
 }  // namespace sc::sim

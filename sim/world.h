@@ -20,6 +20,10 @@
 #include "sim/sut/behaviour.h"
 #include "sim/sut/torch_fwd.h"
 
+namespace sc::sut {
+class ParamAndGradBuffer;
+}  // namespace sc::sut
+
 namespace sc::sim {
 
 // One tensor as installed in an optimizer group, observed on the real tensor.
@@ -108,9 +112,15 @@ class RankRig {
   // A checkpoint of the model weights, main params and optimizer state (hybrid optimizer only).
   Checkpoint save() const;
   // Loads `ck` into this freshly built rig of the same case: model weights first, then the
-  // fp32 main params, then `hdo.load_state_dict` (with its hooks). Megatron's own
-  // DistributedOptimizer.load_state_dict (dummy step, group matching) is not ported.
+  // fp32 main params, then `hdo.load_state_dict` (with its hooks) directly (hybrid optimizer
+  // only).
   void load(const Checkpoint& ck);
+  // Loads `ck` the way Megatron's distributed checkpoint does with the default sharding type
+  // ("fully_sharded_model_space"): DistributedOptimizer.sharded_state_dict(is_loading=True)
+  // (load_state_dict(state_dict()), with the dummy step of an empty hybrid optimizer), the
+  // checkpoint read in place into the model params and the optimizer tensors it links, then
+  // DistributedOptimizer.load_state_dict with that param_state. Any inner optimizer.
+  void load_distributed(const Checkpoint& ck);
   // FNV-1a digest of every owned piece of the model params, the optimizer's params and their
   // state (exp_avg, exp_avg_sq, step): equal digests mean bit-identical final states.
   uint64_t digest() const;
@@ -119,6 +129,18 @@ class RankRig {
   // Number of host sub-optimizers and whether there is an accelerator one (HDO only).
   int num_cpu_optimizers() const;
   bool has_accelerator_optimizer() const;
+
+  // For the multi-process mode (sim/multiprocess.h), which runs the real collectives:
+  // this rank's grad and param buffers, in the order the DistributedOptimizer walks them.
+  std::vector<const sut::ParamAndGradBuffer*> buffers() const;
+  // Writes `grads` (per case parameter; parameters of the other instance are skipped) into the
+  // main grads, as the backward pass leaves them before the reduce-scatter.
+  void write_main_grads(const std::vector<std::vector<float>>& grads);
+  // step() with the grads the main grads hold now (after the caller's reduce-scatter) and the
+  // group hyper-parameters of `in` (its grads are ignored). Requires successful construction.
+  void step_with_main_grads(const model::StepInputs& in);
+  // Every parameter of this instance, full, as fp32 values (per port parameter, in case order).
+  std::vector<std::vector<float>> model_values() const;
 
  private:
   std::unique_ptr<RankRigImpl> impl_;

@@ -32,8 +32,8 @@ TEST(FusedAdamKernel, MatchesTheCpuKernelBitForBit_CUDA) {
   o.lr(1e-2).weight_decay(0.1);
   std::vector<torch::optim::OptimizerParamGroup> gc{torch::optim::OptimizerParamGroup(cpu)};
   std::vector<torch::optim::OptimizerParamGroup> gg{torch::optim::OptimizerParamGroup(gpu)};
-  sut::FusedAdam a(gc, o, nullptr, false, sut::fully_patched());
-  sut::FusedAdam b(gg, o, nullptr, false, sut::fully_patched());
+  sut::FusedAdam a(gc, o, nullptr, sut::FusedAdamFlags{}, sut::fully_patched());
+  sut::FusedAdam b(gg, o, nullptr, sut::FusedAdamFlags{}, sut::fully_patched());
   for (int step = 0; step < 3; ++step) {
     for (size_t k = 0; k < sizes.size(); ++k) {
       std::vector<float> g(sizes[k]);

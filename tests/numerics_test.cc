@@ -3,7 +3,9 @@
 // FusedAdam kernel against the model's FusedAdam order (bit-exact).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "model/adamw.h"
@@ -131,6 +133,61 @@ TEST(Numerics, Fp32EmulationsStayCloseToTheFp64Oracle) {
     EXPECT_NEAR(a[i], o[i], tol) << i;
     EXPECT_NEAR(b[i], o[i], tol) << i;
   }
+}
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// The remainder format (TE FusedAdam, store_param_remainders): split then join gives the master
+// back bit for bit, and the bf16 half is the model's rule, on edge values, ties and random bits.
+TEST(RemainderFormat, SplitJoinIsLosslessAndTheHalfFollowsTheModel) {
+  std::vector<float> xs = edge_and_random_floats();
+  xs.erase(std::remove_if(xs.begin(), xs.end(), [](float x) { return std::isnan(x); }), xs.end());
+  for (uint32_t hi : {0x3F80u, 0x3F81u, 0xBF80u, 0xBF81u, 0x0000u, 0x7F7Fu}) {
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+      xs.push_back(from_bits(hi << 16 | lo));
+    }
+  }
+  sim::SplitMix64 rng(7);
+  for (int k = 0; k < 2000; ++k) {
+    const float x = from_bits(static_cast<uint32_t>(rng.next()));
+    if (!std::isnan(x)) xs.push_back(x);
+  }
+  const auto n = static_cast<int64_t>(xs.size());
+  torch::Tensor master = torch::from_blob(xs.data(), {n}, torch::kFloat).clone();
+  torch::Tensor param = torch::zeros({n}, torch::kBFloat16);
+  torch::Tensor rem = torch::zeros({n}, torch::kShort);
+  sut::split_remainder_master(master, param, rem);
+  const torch::Tensor joined = sut::join_remainder_master(param, rem);
+  const torch::Tensor half = param.to(torch::kFloat);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(bits_of(joined[i].item<float>()), bits_of(xs[i])) << "element " << i;
+    EXPECT_EQ(bits_of(half[i].item<float>()), bits_of(model::bf16_half_of_split_master(xs[i])))
+        << "element " << i << " = " << xs[i];
+  }
+}
+
+// At an exact tie with an even high half the format rounds up (away from zero), where a cast to
+// bf16 rounds to even: precision-aware without offload and the offload path differ by one ulp.
+TEST(RemainderFormat, TiesRoundAwayFromZeroNotToEven) {
+  const float tie = from_bits(0x3F808000u);  // 1.00390625: between bf16 1.0 and 1.0078125
+  EXPECT_EQ(model::bf16_half_of_split_master(tie), 1.0078125f);
+  EXPECT_EQ(model::round_to_bf16(tie), 1.0f);
+  const float negative_tie = from_bits(0xBF808000u);
+  EXPECT_EQ(model::bf16_half_of_split_master(negative_tie), -1.0078125f);
+  EXPECT_EQ(model::round_to_bf16(negative_tie), -1.0f);
+  // Away from ties both agree.
+  EXPECT_EQ(model::bf16_half_of_split_master(from_bits(0x3F807FFFu)), 1.0f);
+  EXPECT_EQ(model::bf16_half_of_split_master(from_bits(0x3F808001u)), 1.0078125f);
 }
 
 }  // namespace

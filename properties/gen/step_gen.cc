@@ -77,13 +77,6 @@ double max_lr(const Schedule& s) {
   return m;
 }
 
-rc::Gen<model::CaseSpec> numeric_case_spec() {
-  return rc::gen::map(case_spec(), [](model::CaseSpec c) {
-    if (!c.cpu_offload) c.precision_aware = false;
-    return c;
-  });
-}
-
 void showValue(const Schedule& s, std::ostream& os) {
   os << "Schedule{" << s.steps.size() << " steps:";
   for (const auto& d : s.steps) {

@@ -37,9 +37,6 @@ rc::Gen<Schedule> zero_lr_schedule(const model::CaseSpec& c, int max_steps);
 model::StepInputs materialise(const model::CaseSpec& c, const StepDraw& d);
 // The largest learning rate of the schedule.
 double max_lr(const Schedule& s);
-// A case for the numerical properties: case_spec(), with precision-aware switched off where
-// there is no offload (that path needs FusedAdam's master weights, which the port lacks).
-rc::Gen<model::CaseSpec> numeric_case_spec();
 
 void showValue(const Schedule& s, std::ostream& os);
 

@@ -25,6 +25,7 @@ const std::vector<Behaviour>& all_behaviours() {
     then("hdo-fused-step", &Behaviour::fix_hdo_restore_fused_step);
     then("hdo-reload", &Behaviour::fix_hdo_reload_refreshes_copies);
     then("hdo-load-alias", &Behaviour::fix_hdo_master_alias_after_load);
+    then("distopt-load-step", &Behaviour::fix_distopt_load_skips_step);
     return out;
   }();
   return kAll;
@@ -54,6 +55,7 @@ const std::vector<Behaviour>& all_mutants() {
     add("RULE-lcm-product", &Behaviour::mutant_bucket_pad_product);
     add("RULE-forward-order", &Behaviour::mutant_forward_order);
     add("RULE-threshold-after-adding", &Behaviour::mutant_threshold_after_adding);
+    add("RULE-pa-no-master-weights", &Behaviour::mutant_pa_no_master_weights);
     return out;
   }();
   return kAll;

@@ -35,6 +35,14 @@ struct Behaviour {
   // Finding F4 (FINDINGS.md): after load_state_dict, hdo.state's master_param is the loaded
   // tensor, not the fp32 or host copy the sub-optimizer steps; the fix re-aliases it.
   bool fix_hdo_master_alias_after_load = false;
+  // Finding F5 (FINDINGS.md): with a torch AdamW state (no Transformer Engine, or the hybrid
+  // optimizer's host AdamW without precision-aware) a distributed checkpoint cannot be loaded:
+  // state_dict() of a fresh optimizer asserts one step among no state, and the default
+  // "fully_sharded_model_space" loader skips `step`, then looks every live state tensor up,
+  // `step` included (KeyError); and a hybrid optimizer without a host AdamW saves no step, so its
+  // FusedAdam restarts at 1. The fix writes no step for a fresh optimizer, leaves `step` to the
+  // param groups and saves the FusedAdam's step when no host AdamW has one.
+  bool fix_distopt_load_skips_step = false;
   // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
   bool mutant_ds01_tail_momentum = false;
   // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index
@@ -62,8 +70,11 @@ struct Behaviour {
   bool mutant_bucket_pad_product = false;
   // parameters laid out in list order instead of reversed;
   bool mutant_forward_order = false;
-  // the offload threshold tested after adding the tensor.
+  // the offload threshold tested after adding the tensor;
   bool mutant_threshold_after_adding = false;
+  // precision-aware without offload, the FusedAdam built without master weights (a 16-bit
+  // parameter stepped in its own dtype, its low bits lost every step).
+  bool mutant_pa_no_master_weights = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

@@ -1,5 +1,9 @@
 #include "sim/sut/distrib_optimizer.h"
 
+#include <set>
+
+#include "sim/sut/fused_adam.h"
+
 #include <algorithm>
 #include <map>
 
@@ -68,8 +72,10 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
       buffers_(std::move(buffers)),
       attrs_(attrs),
       optimizer_(std::move(inner)) {
+  // Megatron's `Adam` is TE's FusedAdam when Transformer Engine is installed, else torch's AdamW.
   TORCH_CHECK(dynamic_cast<torch::optim::AdamW*>(optimizer_.get()) ||
                   dynamic_cast<torch::optim::Adam*>(optimizer_.get()) ||
+                  dynamic_cast<FusedAdam*>(optimizer_.get()) ||
                   dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get()),
               "Only Adam and HybridDeviceOptimizer currently supported.");
   // Identity of a model parameter: its TensorImpl, as Python dicts key by the Parameter.
@@ -353,6 +359,332 @@ void DistributedOptimizer::step() {
   copy_model_grads_to_main_grads();
   optimizer_->step();
   copy_main_params_to_model_params();
+}
+
+// ---- state_dict / load_state_dict and the parameter state (distrib_optimizer.py ~836-1241) ----
+
+namespace {
+
+[[noreturn]] void assertion_error(const std::string& what) {
+  TORCH_CHECK(false, "AssertionError: ", what);
+}
+
+// lr, betas, eps and weight decay of a group, whatever the inner optimizer.
+SavedGroup read_group(const torch::optim::OptimizerOptions& o) {
+  SavedGroup g;
+  if (const auto* a = dynamic_cast<const torch::optim::AdamWOptions*>(&o)) {
+    g.lr = a->lr();
+    g.beta1 = std::get<0>(a->betas());
+    g.beta2 = std::get<1>(a->betas());
+    g.eps = a->eps();
+    g.weight_decay = a->weight_decay();
+  } else if (const auto* f = dynamic_cast<const FusedAdamOptions*>(&o)) {
+    g = SavedGroup{GroupKey{}, f->lr(), f->beta1(), f->beta2(), f->eps(), f->weight_decay(),
+                   std::nullopt};
+  } else {
+    const auto& h = static_cast<const HdoOptions&>(o);
+    g = SavedGroup{GroupKey{}, h.lr(), h.beta1(), h.beta2(), h.eps(), h.weight_decay(),
+                   std::nullopt};
+  }
+  return g;
+}
+
+void write_group(torch::optim::OptimizerOptions& o, const SavedGroup& g) {
+  if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&o)) {
+    a->lr(g.lr).betas({g.beta1, g.beta2}).eps(g.eps).weight_decay(g.weight_decay);
+  } else if (auto* f = dynamic_cast<FusedAdamOptions*>(&o)) {
+    // The loaded group dict replaces the live one: without a saved "step" TE starts again at 1.
+    f->lr(g.lr).beta1(g.beta1).beta2(g.beta2).eps(g.eps).weight_decay(g.weight_decay);
+    f->step(g.step.value_or(0));
+  } else {
+    auto& h = static_cast<HdoOptions&>(o);
+    h.lr(g.lr).beta1(g.beta1).beta2(g.beta2).eps(g.eps).weight_decay(g.weight_decay);
+  }
+}
+
+torch::Tensor step_tensor(int64_t step) {
+  return torch::full({}, static_cast<double>(step), torch::kFloat);
+}
+
+}  // namespace
+
+torch::Tensor DistributedOptimizer::installed_tensor(int param) const {
+  for (const auto& [p, where] : model_param_group_index_map_) {
+    if (p == param) return optimizer_->param_groups().at(where.first).params().at(where.second);
+  }
+  TORCH_CHECK(false, "KeyError: model param ", param, " is not in the group index map");
+}
+
+DistOptStateDict DistributedOptimizer::state_dict() const {
+  const auto* hdo = dynamic_cast<const HybridDeviceOptimizer*>(optimizer_.get());
+  const auto* fused = dynamic_cast<const FusedAdam*>(optimizer_.get());
+  const bool have_te = hdo || fused;  // HAVE_APEX_OR_TE: the port's torch AdamW stands for "no"
+  const auto& groups = optimizer_->param_groups();
+  std::optional<int64_t> step;
+  if (!have_te) {
+    std::set<int64_t> steps;
+    for (const auto& [k, s] : optimizer_->state()) {
+      steps.insert(static_cast<const torch::optim::AdamWParamState&>(*s).step());
+    }
+    // F5 fix: a fresh optimizer (no state yet, as when a checkpoint load starts) has no step.
+    const bool fresh = steps.empty() && behaviour_.fix_distopt_load_skips_step;
+    if (steps.size() != 1 && !fresh) assertion_error("len(steps) == 1");
+    if (!fresh) step = *steps.begin();
+  } else if (hdo) {
+    step = hdo->first_host_adamw_step();
+    // F5 fix: without a host AdamW (fraction 0) the step is the accelerator FusedAdam's.
+    if (!step && behaviour_.fix_distopt_load_skips_step) step = hdo->accelerator_group_step();
+  } else {
+    std::set<int64_t> steps;
+    for (const auto& g : groups) {
+      const int64_t s = static_cast<const FusedAdamOptions&>(g.options()).step();
+      if (!g.params().empty() && s > 0) steps.insert(s);  // "step" in g: set at the first step
+    }
+    if (steps.size() > 1) assertion_error("steps: more than one group step");
+    if (!steps.empty()) step = *steps.begin();
+  }
+  DistOptStateDict sd;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    SavedGroup saved = read_group(groups[g].options());
+    saved.key = g < group_keys_.size() ? group_keys_[g] : GroupKey{};
+    // Without TE every group takes the step; with TE or the HDO only a known one is written.
+    saved.step = step;
+    sd.param_groups.push_back(saved);
+  }
+  return sd;
+}
+
+void DistributedOptimizer::load_state_dict(const DistOptStateDict& sd, uint64_t dummy_step_seed) {
+  torch::NoGradGuard no_grad;
+  auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get());
+  auto* fused = dynamic_cast<FusedAdam*>(optimizer_.get());
+  const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+  if (hdo && hdo->state_empty()) hdo->dummy_step(dummy_step_seed, attrs_);
+
+  // Saved groups by identifier keys (a later duplicate wins, as in the dict Megatron builds).
+  std::map<GroupKey, SavedGroup> by_key;
+  for (const SavedGroup& g : sd.param_groups) by_key[g.key] = g;
+  auto& groups = optimizer_->param_groups();
+  std::vector<SavedGroup> merged;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const GroupKey k = g < group_keys_.size() ? group_keys_[g] : GroupKey{};
+    auto it = by_key.find(k);
+    TORCH_CHECK(it != by_key.end(), "KeyError: no saved param group with the keys of group ", g);
+    merged.push_back(it->second);
+  }
+
+  if (hdo) {
+    // Torch AdamW's tensor step on every entry, from the saved groups.
+    std::set<int64_t> steps;
+    for (const SavedGroup& g : sd.param_groups) {
+      if (g.step) steps.insert(*g.step);
+    }
+    if (steps.size() > 1) assertion_error("steps: more than one saved step");
+    if (!steps.empty()) hdo->set_state_steps(*steps.begin());
+    HdoStateDict inner = hdo->state_dict();
+    for (size_t g = 0; g < merged.size(); ++g) {
+      inner.groups[g] = HdoStateDict::Group{merged[g].lr, merged[g].beta1, merged[g].beta2,
+                                            merged[g].eps, merged[g].weight_decay};
+    }
+    hdo->load_state_dict(inner);
+  } else {
+    const bool empty = optimizer_->state().empty();
+    std::set<int64_t> steps;
+    for (const SavedGroup& g : sd.param_groups) {
+      if (g.step) steps.insert(*g.step);
+    }
+    const bool no_step = steps.empty() && behaviour_.fix_distopt_load_skips_step;  // F5 fix
+    if (!fused && steps.size() != 1 && !no_step) assertion_error("len(steps) == 1");
+    for (size_t g = 0; g < groups.size(); ++g) {
+      write_group(groups[g].options(), merged[g]);
+      for (const torch::Tensor& p : groups[g].params()) {
+        const std::string k = c10::guts::to_string(p.unsafeGetTensorImpl());
+        // Placeholder state (torch.empty) where there is none yet; else the live state, which
+        // torch's load_state_dict copies (cast to the parameter's dtype).
+        if (fused) {
+          const FusedAdamState* live = fused->state_of(p);
+          torch::Tensor m = empty || !live ? torch::empty({p.numel()}, torch::kFloat)
+                                           : live->exp_avg().clone();
+          torch::Tensor v = empty || !live ? torch::empty({p.numel()}, torch::kFloat)
+                                           : live->exp_avg_sq().clone();
+          torch::Tensor master;
+          if (pa) {
+            const bool rem = config_.store_param_remainders && config_.bf16;
+            master = empty || !live ? torch::empty({p.numel()}, rem ? torch::kShort : torch::kFloat)
+                                    : live->master_param().clone();
+          }
+          fused->load_state_entry(p, m.view(p.sizes()), v.view(p.sizes()),
+                                  master.defined() ? master.view(p.sizes()) : master);
+          continue;
+        }
+        auto& state = optimizer_->state();
+        auto it = state.find(k);
+        auto s = std::make_unique<torch::optim::AdamWParamState>();
+        if (empty || it == state.end()) {
+          s->exp_avg(torch::empty(p.sizes(), p.options()));
+          s->exp_avg_sq(torch::empty(p.sizes(), p.options()));
+        } else {
+          const auto& live = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+          s->exp_avg(live.exp_avg().to(p.options()).clone());
+          s->exp_avg_sq(live.exp_avg_sq().to(p.options()).clone());
+        }
+        s->step(no_step ? 0 : *steps.begin());
+        state[k] = std::move(s);
+      }
+    }
+  }
+  if (sd.param_state) {
+    if (sd.param_state->sharding == ParamStateDict::Sharding::kDpReshardable) {
+      load_parameter_state_from_dp_reshardable(sd.param_state->dp_reshardable);
+    } else {
+      load_parameter_state_from_fs_model_space(sd.param_state->fs_model_space);
+    }
+  }
+}
+
+ParamStateTensors DistributedOptimizer::get_main_param_and_optimizer_states(int param) const {
+  const torch::Tensor t = installed_tensor(param);
+  const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+  const auto* hdo = dynamic_cast<const HybridDeviceOptimizer*>(optimizer_.get());
+  const auto* fused = dynamic_cast<const FusedAdam*>(optimizer_.get());
+  ParamStateTensors tensors;
+  if (hdo) {
+    tensors = hdo->state_tensors(t);
+  } else if (fused) {
+    if (const FusedAdamState* s = fused->state_of(t)) {
+      tensors["exp_avg"] = s->exp_avg();
+      tensors["exp_avg_sq"] = s->exp_avg_sq();
+      if (s->master_param().defined()) tensors["master_param"] = s->master_param();
+    }
+  } else {
+    auto it = optimizer_->state().find(c10::guts::to_string(t.unsafeGetTensorImpl()));
+    if (it != optimizer_->state().end()) {
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      tensors["exp_avg"] = s.exp_avg();
+      tensors["exp_avg_sq"] = s.exp_avg_sq();
+      tensors["step"] = step_tensor(s.step());
+    }
+  }
+  if (pa) {
+    auto it = tensors.find("master_param");
+    TORCH_CHECK(it != tensors.end(), "KeyError: 'master_param'");
+    tensors["param"] = it->second;
+    tensors.erase(it);
+  } else {
+    tensors["param"] = t;
+  }
+  return tensors;
+}
+
+void DistributedOptimizer::set_main_param_and_optimizer_states(int param,
+                                                               const ParamStateTensors& tensors) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor t = installed_tensor(param);
+  const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+  auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get());
+  auto* fused = dynamic_cast<FusedAdam*>(optimizer_.get());
+  if (pa) {
+    for (const auto& [k, v] : tensors) {
+      if (hdo) {
+        hdo->assign_state(t, k == "param" ? "master_param" : k, v);
+      } else if (k == "param") {
+        fused->set_master_state(t, v);
+      } else {
+        const FusedAdamState* s = fused->state_of(t);
+        if (!s) fused->initialize_state(t);
+        s = fused->state_of(t);
+        TORCH_CHECK(k == "exp_avg" || k == "exp_avg_sq", "FusedAdam has no state ", k);
+        (k == "exp_avg" ? s->exp_avg() : s->exp_avg_sq()).copy_(v);
+      }
+    }
+    return;
+  }
+  // Every tensor-valued entry of the live state must be in `tensors` (a KeyError otherwise).
+  const ParamStateTensors dst = get_main_param_and_optimizer_states(param);
+  for (const auto& [k, live] : dst) {
+    auto src = tensors.find(k);
+    if (src == tensors.end() && k == "step" && behaviour_.fix_distopt_load_skips_step) continue;
+    TORCH_CHECK(src != tensors.end(), "KeyError: '", k, "'");
+    if (k == "param") {
+      t.detach().copy_(src->second);
+    } else if (hdo) {
+      hdo->copy_state(t, k, src->second);
+    } else if (k == "step") {
+      auto it = optimizer_->state().find(c10::guts::to_string(t.unsafeGetTensorImpl()));
+      static_cast<torch::optim::AdamWParamState&>(*it->second)
+          .step(static_cast<int64_t>(src->second.item<double>()));
+    } else {
+      live.copy_(src->second);
+    }
+  }
+}
+
+DpReshardableState DistributedOptimizer::get_parameter_state_dp_reshardable() const {
+  DpReshardableState out;
+  for (const GbufRangeMap& gbuf : gbuf_ranges_) {
+    std::vector<std::vector<ParamStateTensors>> buckets;
+    for (const BucketRangeMap& bucket : gbuf.buckets) {
+      std::vector<ParamStateTensors> params;
+      for (const auto& [param, ranges] : bucket.param_map) {
+        (void)ranges;
+        params.push_back(get_main_param_and_optimizer_states(param));
+      }
+      buckets.push_back(std::move(params));
+    }
+    out.push_back(std::move(buckets));
+  }
+  return out;
+}
+
+void DistributedOptimizer::load_parameter_state_from_dp_reshardable(
+    const DpReshardableState& state) {
+  for (size_t b = 0; b < gbuf_ranges_.size(); ++b) {
+    for (size_t k = 0; k < gbuf_ranges_[b].buckets.size(); ++k) {
+      const auto& param_map = gbuf_ranges_[b].buckets[k].param_map;
+      const auto& saved = state.at(b).at(k);
+      TORCH_CHECK(saved.size() == param_map.size(), "AssertionError: ", saved.size(),
+                  " saved params in bucket, ", param_map.size(), " here");
+      for (size_t i = 0; i < param_map.size(); ++i) {
+        set_main_param_and_optimizer_states(param_map[i].first, saved[i]);
+      }
+    }
+  }
+}
+
+std::vector<ParamStateTensors> DistributedOptimizer::param_state_fs_model_space() const {
+  std::vector<ParamStateTensors> out;
+  for (const auto& gbuf : get_parameter_state_dp_reshardable()) {
+    for (const auto& bucket : gbuf) {
+      for (ParamStateTensors t : bucket) {
+        t["fp32_param"] = t.at("param");
+        t.erase("param");
+        out.push_back(std::move(t));
+      }
+    }
+  }
+  return out;
+}
+
+void DistributedOptimizer::load_parameter_state_from_fs_model_space(
+    const std::vector<ParamStateTensors>& state) {
+  size_t index = 0;
+  for (const GbufRangeMap& gbuf : gbuf_ranges_) {
+    for (const BucketRangeMap& bucket : gbuf.buckets) {
+      for (const auto& [param, ranges] : bucket.param_map) {
+        (void)ranges;
+        ParamStateTensors src;
+        for (const auto& [k, v] : state.at(index)) {
+          if (k == "step") continue;  // read from the param groups instead
+          src[k == "fp32_param" ? "param" : k] = v;
+        }
+        set_main_param_and_optimizer_states(param, src);
+        ++index;
+      }
+    }
+  }
+  if (auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
+    hdo->sync_state_to_sub_optimizers();
+  }
 }
 
 }  // namespace sc::sut

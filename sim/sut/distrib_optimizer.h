@@ -10,6 +10,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -56,6 +58,53 @@ struct GbufRangeMap {
 // `OptimizerConfig` fields the constructor reads.
 struct OptimizerConfig {
   bool use_precision_aware_optimizer_no_fp8_or_ds_fp8 = false;
+  bool store_param_remainders = true;
+  bool bf16 = false;  // the run's --bf16 (placeholder master_param dtype in load_state_dict)
+};
+
+// The values of Megatron's `param_group_identifier_keys` (wd_mult, lr_mult, is_expert_parallel,
+// is_decoupled_lr) of one optimizer group: what load_state_dict matches saved groups by.
+struct GroupKey {
+  double wd_mult = 1.0;
+  double lr_mult = 1.0;
+  bool is_expert_parallel = false;
+  bool is_decoupled_lr = false;
+  bool operator<(const GroupKey& o) const {
+    return std::tie(wd_mult, lr_mult, is_expert_parallel, is_decoupled_lr) <
+           std::tie(o.wd_mult, o.lr_mult, o.is_expert_parallel, o.is_decoupled_lr);
+  }
+};
+
+// One entry of `state_dict()["optimizer"]["param_groups"]` (its params removed).
+struct SavedGroup {
+  GroupKey key;
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  std::optional<int64_t> step;  // absent where Megatron writes none
+};
+
+// `_get_main_param_and_optimizer_states(model_param)`: "param" and the optimizer's tensor-valued
+// state by name. torch AdamW's `step` (a tensor in Python) is a 0-d float tensor here.
+using ParamStateTensors = std::map<std::string, torch::Tensor>;
+
+// `get_parameter_state_dp_reshardable()`: per buffer, per bucket, per param of the bucket's
+// param_map, its tensors (the live ones, not copies).
+using DpReshardableState = std::vector<std::vector<std::vector<ParamStateTensors>>>;
+
+// The `param_state` that load_state_dict accepts, with its sharding type: "dp_reshardable"
+// (per buffer, bucket and param) or "fully_sharded_model_space" (the default of Megatron's
+// distributed checkpoints: one entry per local param in buffer order, "param" named
+// "fp32_param").
+struct ParamStateDict {
+  enum class Sharding { kDpReshardable, kFullyShardedModelSpace };
+  Sharding sharding = Sharding::kFullyShardedModelSpace;
+  DpReshardableState dp_reshardable;
+  std::vector<ParamStateTensors> fs_model_space;
+};
+
+// `DistributedOptimizer.state_dict()`, plus the `param_state` load_state_dict accepts.
+struct DistOptStateDict {
+  std::vector<SavedGroup> param_groups;
+  std::optional<ParamStateDict> param_state;
 };
 
 // A group range: local params (model indices) of one inner-optimizer group.
@@ -94,6 +143,30 @@ class DistributedOptimizer {
   // The four ranges of model param `param` on this rank.
   const ParamRangeMap& ranges_of(int param) const;
 
+  // Identifier keys of the inner optimizer's groups, by group index (Megatron keeps them in the
+  // group dicts; LibTorch's group options have no room for them).
+  void set_group_keys(std::vector<GroupKey> keys) { group_keys_ = std::move(keys); }
+  // `state_dict()`: the inner optimizer's groups without params, with `step` written the way
+  // Megatron extracts it (torch AdamW: the one step of all state entries; HybridDeviceOptimizer:
+  // that of the first host AdamW with state; TE FusedAdam: the groups' step).
+  DistOptStateDict state_dict() const;
+  // `load_state_dict()`: a hybrid optimizer without state first takes a dummy step; saved groups
+  // are matched by identifier keys; an optimizer without state gets placeholder state; `step`
+  // goes where Megatron puts it; then the inner optimizer loads, and `param_state`, if any, is
+  // loaded with load_parameter_state_from_dp_reshardable.
+  void load_state_dict(const DistOptStateDict& sd, uint64_t dummy_step_seed = 0);
+  // `get_parameter_state_dp_reshardable()`.
+  DpReshardableState get_parameter_state_dp_reshardable() const;
+  // `load_parameter_state_from_dp_reshardable()`: `_set_main_param_and_optimizer_states` for
+  // every param (no hybrid-optimizer state sync follows, as upstream).
+  void load_parameter_state_from_dp_reshardable(const DpReshardableState& state);
+  // The tensors `sharded_param_state_fs_model_space()` links to the checkpoint, per local param
+  // in buffer order (live; "step" kept as a plain entry).
+  std::vector<ParamStateTensors> param_state_fs_model_space() const;
+  // `load_parameter_state_from_fs_model_space()`: "step" skipped, "fp32_param" as "param",
+  // `_set_main_param_and_optimizer_states` per param, then the hybrid optimizer's state sync.
+  void load_parameter_state_from_fs_model_space(const std::vector<ParamStateTensors>& state);
+
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const torch::optim::Optimizer& optimizer() const { return *optimizer_; }
   const std::vector<GbufRangeMap>& gbuf_ranges() const { return gbuf_ranges_; }
@@ -119,6 +192,10 @@ class DistributedOptimizer {
 
  private:
   void build_model_and_main_param_groups();
+  ParamStateTensors get_main_param_and_optimizer_states(int param) const;
+  void set_main_param_and_optimizer_states(int param, const ParamStateTensors& tensors);
+  // The tensor installed for `param` in the inner optimizer (group index map).
+  torch::Tensor installed_tensor(int param) const;
 
   OptimizerConfig config_;
   Behaviour behaviour_;
@@ -135,6 +212,7 @@ class DistributedOptimizer {
   std::vector<std::vector<torch::Tensor>> shard_float16_groups_, shard_fp32_groups_,
       shard_fp32_from_float16_groups_;
   std::vector<std::vector<torch::Tensor>> installed_;
+  std::vector<GroupKey> group_keys_;
 };
 
 }  // namespace sc::sut

@@ -144,8 +144,8 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
           FusedAdamOptions().lr(a.lr()).beta1(std::get<0>(a.betas())).beta2(std::get<1>(a.betas()))
               .eps(a.eps()).weight_decay(a.weight_decay())));
     }
-    return std::make_unique<FusedAdam>(std::move(groups), FusedAdamOptions(), attrs_, false,
-                                       behaviour_);
+    return std::make_unique<FusedAdam>(std::move(groups), FusedAdamOptions(), attrs_,
+                                       FusedAdamFlags{}, behaviour_);
   };
   if (opts.overlap_cpu_optimizer_d2h_h2d()) {
     for (const auto& g : cpu_groups) {
@@ -161,7 +161,7 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
   if (!gpu_groups.empty()) {
     // The factory builds TE's FusedAdam without use_decoupled_grad: it reads `.grad`.
     gpu_optimizer_ = std::make_unique<FusedAdam>(std::move(gpu_groups), FusedAdamOptions(),
-                                                 attrs_, /*use_decoupled_grad=*/false, behaviour_);
+                                                 attrs_, FusedAdamFlags{}, behaviour_);
   }
 }
 
@@ -297,6 +297,7 @@ void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
           st.exp_avg = s.exp_avg();
           st.exp_avg_sq = s.exp_avg_sq();
           st.step = s.step();
+          st.step_key = true;
         }
         state_view_[key(inner_param_to_orig_param_.at(key(inner)))] = st;
       }
@@ -473,6 +474,107 @@ int HybridDeviceOptimizer::cpu_optimizer_index(const torch::Tensor& original) co
     }
   }
   return -1;
+}
+
+namespace {
+// The host AdamW state of `inner` in `sub`, or nullptr (a FusedAdam, or no state yet).
+torch::optim::AdamWParamState* adamw_state(torch::optim::Optimizer* sub, const torch::Tensor& inner) {
+  if (dynamic_cast<FusedAdam*>(sub)) return nullptr;
+  auto it = sub->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
+  return it == sub->state().end() ? nullptr
+                                  : static_cast<torch::optim::AdamWParamState*>(it->second.get());
+}
+}  // namespace
+
+std::optional<int64_t> HybridDeviceOptimizer::first_host_adamw_step() const {
+  for (torch::optim::Optimizer* sub : sub_optimizers()) {
+    if (dynamic_cast<FusedAdam*>(sub) || sub->state().empty()) continue;
+    std::set<int64_t> steps;
+    for (const auto& [k, s] : sub->state()) {
+      steps.insert(static_cast<const torch::optim::AdamWParamState&>(*s).step());
+    }
+    TORCH_CHECK(steps.size() == 1, "AssertionError: steps of one host optimizer differ");
+    return *steps.begin();
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> HybridDeviceOptimizer::accelerator_group_step() const {
+  if (!gpu_optimizer_) return std::nullopt;
+  for (const auto& g : gpu_optimizer_->param_groups()) {
+    const int64_t s = static_cast<const FusedAdamOptions&>(g.options()).step();
+    if (!g.params().empty() && s > 0) return s;
+  }
+  return std::nullopt;
+}
+
+void HybridDeviceOptimizer::set_state_steps(int64_t step) {
+  for (auto& [orig, st] : state_view_) {
+    st.step = step;
+    st.step_key = true;
+  }
+  for (torch::optim::Optimizer* sub : sub_optimizers()) {
+    for (auto& g : sub->param_groups()) {
+      for (auto& inner : g.params()) {
+        if (auto* s = adamw_state(sub, inner)) s->step(step);
+      }
+    }
+  }
+}
+
+std::map<std::string, torch::Tensor> HybridDeviceOptimizer::state_tensors(
+    const torch::Tensor& original) const {
+  std::map<std::string, torch::Tensor> out;
+  auto it = state_view_.find(key(original));
+  if (it == state_view_.end()) return out;
+  const HdoParamState& st = it->second;
+  out["exp_avg"] = st.exp_avg;
+  out["exp_avg_sq"] = st.exp_avg_sq;
+  if (st.master_param.defined()) out["master_param"] = st.master_param;
+  if (st.step_key) out["step"] = torch::full({}, static_cast<double>(st.step), torch::kFloat);
+  return out;
+}
+
+void HybridDeviceOptimizer::assign_state(const torch::Tensor& original, const std::string& name,
+                                         const torch::Tensor& value) {
+  HdoParamState& st = state_view_[key(original)];
+  const torch::Tensor inner = inner_param(original);
+  torch::optim::Optimizer* owner = nullptr;
+  for (torch::optim::Optimizer* sub : sub_optimizers()) {
+    for (auto& g : sub->param_groups()) {
+      for (auto& p : g.params()) {
+        if (key(p) == key(inner)) owner = sub;
+      }
+    }
+  }
+  auto* adamw = owner ? adamw_state(owner, inner) : nullptr;
+  auto* fused = dynamic_cast<FusedAdam*>(owner);
+  if (name == "exp_avg" || name == "exp_avg_sq") {
+    (name == "exp_avg" ? st.exp_avg : st.exp_avg_sq) = value;
+    if (adamw) name == "exp_avg" ? adamw->exp_avg(value) : adamw->exp_avg_sq(value);
+    if (fused && fused->state_of(inner)) fused->set_state(inner, st.exp_avg, st.exp_avg_sq);
+  } else if (name == "master_param") {
+    st.master_param = value;
+  } else if (name == "step") {
+    st.step = static_cast<int64_t>(value.item<double>());
+    st.step_key = true;
+    if (adamw) adamw->step(st.step);
+  } else {
+    TORCH_CHECK(false, "hybrid optimizer state has no entry ", name);
+  }
+}
+
+void HybridDeviceOptimizer::copy_state(const torch::Tensor& original, const std::string& name,
+                                       const torch::Tensor& value) {
+  torch::NoGradGuard no_grad;
+  if (name == "step") {
+    assign_state(original, name, value);
+    return;
+  }
+  auto live = state_tensors(original);
+  auto it = live.find(name);
+  TORCH_CHECK(it != live.end(), "KeyError: ", name);
+  it->second.copy_(value);
 }
 
 const HdoParamState* HybridDeviceOptimizer::state_of(const torch::Tensor& original) const {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <string>
 #include <optional>
 #include <memory>
 #include <vector>
@@ -40,6 +41,7 @@ struct HdoParamState {
   torch::Tensor exp_avg, exp_avg_sq, master_param;
   int64_t step = 0;
   bool step_is_group_step = false;  // FusedAdam: the count of the group, not of the tensor
+  bool step_key = false;  // the Python dict has a "step" entry (torch AdamW's, or one set later)
 };
 
 // `hdo.state_dict()`: the HDO groups' hyper-parameters and each parameter's state, in the
@@ -77,6 +79,30 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   void load_state_dict(const HdoStateDict& sd);
   // `update_fp32_param_by_new_param()`: each original copied into its fp32 copy.
   void update_fp32_param_by_new_param();
+
+  // The step DistributedOptimizer.state_dict() reads: that of the first host torch AdamW with
+  // state (all its entries must agree), or none.
+  std::optional<int64_t> first_host_adamw_step() const;
+  // The accelerator FusedAdam's step count (its first non-empty group's), if it has stepped.
+  std::optional<int64_t> accelerator_group_step() const;
+  // `_sync_hdo_state_to_sub_optimizers()`: each sub-optimizer takes hdo.state, fp32 copies take
+  // master_param.
+  void sync_state_to_sub_optimizers() { sync_hdo_state_to_sub_optimizers(); }
+  // `len(hdo.state) == 0`.
+  bool state_empty() const { return state_view_.empty(); }
+  // `for v in hdo.state.values(): v["step"] = step`. A host AdamW shares the entry's dict, so its
+  // step changes too; FusedAdam's entries gain a "step" it does not read.
+  void set_state_steps(int64_t step);
+  // The tensor-valued items of `hdo.state[original]` by name, live (not copies); "step" is a 0-d
+  // fp32 tensor holding the count.
+  std::map<std::string, torch::Tensor> state_tensors(const torch::Tensor& original) const;
+  // `hdo.state[original][name] = value`: the sub-optimizer's dict is the same object, so
+  // exp_avg, exp_avg_sq and step reach it; master_param only rebinds the entry.
+  void assign_state(const torch::Tensor& original, const std::string& name,
+                    const torch::Tensor& value);
+  // `hdo.state[original][name].copy_(value)` ("step": the count takes the value).
+  void copy_state(const torch::Tensor& original, const std::string& name,
+                  const torch::Tensor& value);
 
   // True when `original` (an HDO parameter) was offloaded to a host copy.
   bool is_offloaded(const torch::Tensor& original) const;
