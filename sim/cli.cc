@@ -1,15 +1,21 @@
 #include "sim/cli.h"
 
+#include <sys/resource.h>
+
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 #include "model/memory.h"
 #include "model/reference.h"
 #include "model/shard.h"
 #include "sim/fma_probe.h"
+#include "sim/inventory_file.h"
+#include "sim/multiprocess.h"
 #include "sim/rng.h"
 #include "sim/sut/behaviour.h"
 #include "sim/sut/device.h"
@@ -71,7 +77,8 @@ struct Row {
   std::string variant;
   int rank, stage, dp_rank, ep_rank;
   int64_t params = 0, params_fp32_kept = 0, pieces = 0, pieces_fp32 = 0;
-  int64_t accel_bytes = 0, host_bytes = 0;
+  int64_t accel_bytes = 0, host_bytes = 0;  // after construction: the port's, or the model's
+  model::RankBytes bytes;                    // the model's split, through the first step
   bool ok = true;
   std::string outcome;
   double max_diff = 0;  // largest |port - reference| over owned pieces after the steps
@@ -112,10 +119,11 @@ void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device
     row.ok = false;
     row.outcome = outcome;
   };
+  const model::RankBytes bytes = model::rank_bytes(c, layouts, plan, device.is_cuda());
+  row.bytes += bytes;
   if (o.layout_only) {
-    const model::RankBytes bytes = model::rank_bytes(c, layouts, plan);
-    row.accel_bytes += bytes.accelerator;
-    row.host_bytes += bytes.host;
+    row.accel_bytes += bytes.accelerator.at_construction();
+    row.host_bytes += bytes.host.at_construction();
     // The model predicts the leaf check: the first fp32 view installed is a non-leaf.
     if (!b.detach_fp32_shard && c.cpu_offload && model::owns_fp32_piece(c, plan)) {
       for (const auto& g : plan.groups) {
@@ -168,6 +176,12 @@ std::string fmt_diff(double d) {
   return os.str();
 }
 
+// The options that take a value, which may also come as the next argument.
+const std::set<std::string> kValueOptions{
+    "model",     "model-file",         "variant",         "pp",     "vpp",  "ep",    "dp",
+    "offload",   "offload-fraction",   "precision-aware", "device", "seed", "scale", "steps",
+    "processes", "collective-timeout", "launch-timeout",  "fault"};
+
 }  // namespace
 
 std::string cli_usage() {
@@ -176,6 +190,7 @@ std::string cli_usage() {
          "DistributedOptimizer (and HybridDeviceOptimizer when offloading), once per variant,\n"
          "and prints one row per rank. With no options: the seed scenario.\n"
          "  --model=NAME             " + join(inventory_names(), ", ") + " (dsv4-flash)\n"
+         "  --model-file=FILE        a model described in a JSON file (see models/README.md)\n"
          "  --variant=A[,B...]       port variants, or 'all' (upstream,pr6982)\n"
          "  --pp=N --vpp=N --ep=N --dp=N   parallel sizes (8, 3, 4, 4); ep divides dp\n"
          "  --offload=on|off         CPU offload through HybridDeviceOptimizer (on)\n"
@@ -189,12 +204,30 @@ std::string cli_usage() {
          "  --layout-only            the reference model only, no tensors: full sizes in seconds,\n"
          "                           outcomes predicted\n"
          "  --check-determinism      run twice; fail unless the digests of all final states match\n"
-         "  --json                   JSON instead of a table\n";
+         "  --json                   JSON instead of a table\n"
+         "  --stats                  also print wall time, CPU time and peak resident memory\n"
+         "Multi-process mode (one process per rank over c10d Gloo; DP x PP, --ep=1, one variant):\n"
+         "  --processes=N            start N = pp * dp ranks of this program on 127.0.0.1\n"
+         "  --multi-process          be one rank: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT\n"
+         "                           from the environment (torchrun, Slurm)\n"
+         "  --collective-timeout=S   collective and rendezvous timeout in seconds (60)\n"
+         "  --launch-timeout=S       --processes stops the world after S seconds (600)\n"
+         "  --fault=KIND[@RANK]      perturbation to test the checks: drop-grads, stall, exit,\n"
+         "                           skip-all-gather\n"
+         "Options taking a value also accept it as the next argument (--dp 2).\n";
 }
 
 std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args) {
   CliOptions o;
-  for (const std::string& arg : args) {
+  bool model_named = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    // "--name value" means "--name=value" for the options that take a value.
+    if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos &&
+        kValueOptions.count(arg.substr(2))) {
+      if (i + 1 == args.size()) return arg + " needs a value (" + arg + "=VALUE; see --help)";
+      arg += "=" + args[++i];
+    }
     if (arg == "--help" || arg == "-h") {
       o.help = true;
       continue;
@@ -203,12 +236,20 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
       o.json = true;
       continue;
     }
+    if (arg == "--stats") {
+      o.stats = true;
+      continue;
+    }
     if (arg == "--layout-only") {
       o.layout_only = true;
       continue;
     }
     if (arg == "--check-determinism") {
       o.check_determinism = true;
+      continue;
+    }
+    if (arg == "--multi-process") {
+      o.multi_process = true;
       continue;
     }
     const size_t eq = arg.find('=');
@@ -223,6 +264,10 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
       for (const auto& m : inventory_names()) known |= m == value;
       if (!known) return bad("unknown model; known: " + join(inventory_names(), ", "));
       o.model = value;
+      model_named = true;
+    } else if (name == "model-file") {
+      if (value.empty()) return bad("expected a file name");
+      o.model_file = value;
     } else if (name == "variant") {
       o.variants.clear();
       if (value == "all") {
@@ -271,11 +316,161 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
     } else if (name == "scale") {
       if (!parse_int(value, n) || n < 1) return bad("expected a positive integer");
       o.scale = n;
+    } else if (name == "processes") {
+      if (!parse_int(value, n) || n < 1 || n > 1024) {
+        return bad("expected an integer from 1 to 1024");
+      }
+      o.processes = static_cast<int>(n);
+    } else if (name == "collective-timeout" || name == "launch-timeout") {
+      double t = 0;
+      if (!parse_double(value, t) || t <= 0 || t > 86400) {
+        return bad("expected seconds above 0, at most 86400");
+      }
+      (name == "collective-timeout" ? o.collective_timeout_s : o.launch_timeout_s) = t;
+    } else if (name == "fault") {
+      const size_t at = value.find('@');
+      o.fault = value.substr(0, at);
+      o.fault_rank = -1;
+      if (o.fault != "drop-grads" && o.fault != "stall" && o.fault != "exit" &&
+          o.fault != "skip-all-gather") {
+        return bad("unknown fault; known: drop-grads, stall, exit, skip-all-gather");
+      }
+      if (at != std::string::npos) {
+        if (!parse_int(value.substr(at + 1), n) || n < 0 || n > 65535) {
+          return bad("expected KIND@RANK with a rank from 0");
+        }
+        o.fault_rank = static_cast<int>(n);
+      }
     } else {
       return "unknown option '--" + name + "' (see --help)";
     }
   }
+  if (model_named && !o.model_file.empty()) {
+    return "--model and --model-file exclude each other (a model file names its model)";
+  }
+  if (!o.model_file.empty() && (o.processes > 0 || o.multi_process)) {
+    return "--model-file is not supported in the multi-process mode yet";
+  }
+  if (o.processes > 0 && o.multi_process) {
+    return "--processes and --multi-process exclude each other (--processes starts the ranks)";
+  }
+  if (!o.fault.empty() && o.processes == 0 && !o.multi_process) {
+    return "--fault needs the multi-process mode (--processes=N)";
+  }
+  o.args = args;
   return o;
+}
+
+namespace {
+
+// Wall time of the run, CPU time and peak resident memory of the process.
+struct RunStats {
+  double wall_s = 0, cpu_s = 0;
+  int64_t peak_rss_bytes = 0;
+};
+
+RunStats measure(std::chrono::steady_clock::time_point start) {
+  RunStats s;
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) == 0) {
+    s.cpu_s = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+              static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+    s.peak_rss_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+  }
+  return s;
+}
+
+std::string side_json(const model::SideBytes& b) {
+  return "{\"param_buffer\": " + std::to_string(b.param_buffer) +
+         ", \"grad_buffer\": " + std::to_string(b.grad_buffer) +
+         ", \"main_params\": " + std::to_string(b.main_params) +
+         ", \"grad_copies\": " + std::to_string(b.grad_copies) +
+         ", \"optimizer_state\": " + std::to_string(b.optimizer_state) + "}";
+}
+
+std::string bytes_json(const model::RankBytes& b) {
+  return "{\"accelerator\": " + side_json(b.accelerator) + ", \"host\": " + side_json(b.host) +
+         ", \"host_pinned\": " + std::to_string(b.host_pinned) + "}";
+}
+
+void print_json(std::ostream& out, const std::string& header, const std::vector<Row>& rows,
+                const std::optional<RunStats>& stats) {
+  out << "{\"config\": \"" << json_escape(header) << "\", \"ranks\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    out << (i ? ",\n  " : "\n  ") << "{\"variant\": \"" << r.variant << "\", \"rank\": " << r.rank
+        << ", \"stage\": " << r.stage << ", \"dp_rank\": " << r.dp_rank
+        << ", \"ep_rank\": " << r.ep_rank << ", \"params\": " << r.params
+        << ", \"params_fp32_kept\": " << r.params_fp32_kept << ", \"pieces\": " << r.pieces
+        << ", \"pieces_fp32\": " << r.pieces_fp32 << ", \"ok\": " << (r.ok ? "true" : "false")
+        << ", \"accel_bytes\": " << (r.ok ? std::to_string(r.accel_bytes) : "null")
+        << ", \"host_bytes\": " << (r.ok ? std::to_string(r.host_bytes) : "null")
+        << ", \"bytes\": " << (r.ok ? bytes_json(r.bytes) : "null")
+        << ", \"max_diff\": " << (r.compared ? fmt_diff(r.max_diff) : "null")
+        << ", \"outcome\": \"" << json_escape(r.outcome) << "\"}";
+  }
+  out << "\n]";
+  if (stats) {
+    out << ", \"stats\": {\"wall_s\": " << stats->wall_s << ", \"cpu_s\": " << stats->cpu_s
+        << ", \"peak_rss_bytes\": " << stats->peak_rss_bytes << "}";
+  }
+  out << "}\n";
+}
+
+void print_table(std::ostream& out, const CliOptions& o, int64_t scale, const std::string& header,
+                 const std::vector<Row>& rows) {
+  out << header << "\n";
+  out << "stage: pipeline stage; params/fp32: parameters held (fp32-kept); pieces/fp32: shard\n"
+         "pieces this rank owns and hands to the optimizer (of fp32 parameters); bytes at scale "
+      << scale << ":\n"
+      << "accel_bytes/host_bytes after construction, accel_step/host_step once the optimizer has\n"
+      << "stepped (optimizer state and grad copies added; the model's accounting, split by kind\n"
+      << "in --json); max_diff: largest |port - reference| over owned elements after "
+      << (o.layout_only ? 0 : o.steps) << " steps,\n0 = bit-identical"
+      << (o.layout_only ? "; outcomes predicted by the model" : "") << "\n";
+  out << std::left << std::setw(9) << "variant" << std::right << std::setw(5) << "rank"
+      << std::setw(6) << "stage" << std::setw(4) << "dp" << std::setw(4) << "ep" << std::setw(8)
+      << "params" << std::setw(6) << "fp32" << std::setw(8) << "pieces" << std::setw(6) << "fp32"
+      << std::setw(13) << "accel_bytes" << std::setw(13) << "host_bytes" << std::setw(14)
+      << "accel_step" << std::setw(14) << "host_step" << std::setw(10) << "max_diff"
+      << "  outcome\n";
+  auto bytes = [](const Row& r, int64_t n) { return r.ok ? std::to_string(n) : "-"; };
+  for (const Row& r : rows) {
+    out << std::left << std::setw(9) << r.variant << std::right << std::setw(5) << r.rank
+        << std::setw(6) << r.stage << std::setw(4) << r.dp_rank << std::setw(4) << r.ep_rank
+        << std::setw(8) << r.params << std::setw(6) << r.params_fp32_kept << std::setw(8)
+        << r.pieces << std::setw(6) << r.pieces_fp32 << std::setw(13) << bytes(r, r.accel_bytes)
+        << std::setw(13) << bytes(r, r.host_bytes) << std::setw(14)
+        << bytes(r, r.bytes.accelerator.after_step()) << std::setw(14)
+        << bytes(r, r.bytes.host.after_step()) << std::setw(10)
+        << (r.compared ? fmt_diff(r.max_diff) : "-") << "  " << r.outcome << "\n";
+  }
+  for (const std::string& vname : o.variants) {
+    int total = 0, failed = 0;
+    for (const Row& r : rows) {
+      if (r.variant != vname) continue;
+      ++total;
+      failed += r.ok ? 0 : 1;
+    }
+    out << vname << ": " << failed << " of " << total << " ranks fail construction\n";
+  }
+}
+
+std::string stats_line(const RunStats& s) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << "stats: wall " << s.wall_s << " s, cpu " << s.cpu_s
+     << " s, peak resident memory " << static_cast<double>(s.peak_rss_bytes) / (1 << 20)
+     << " MiB";
+  return os.str();
+}
+
+}  // namespace
+
+std::variant<ModelInventory, std::string> load_model(const CliOptions& o, int64_t scale) {
+  if (!o.model_file.empty()) return load_inventory_file(o.model_file, scale);
+  if (auto model = builtin_model(o.model, scale)) return std::move(*model);
+  return "unknown model '" + o.model + "'";
 }
 
 int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
@@ -283,15 +478,25 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     out << cli_usage();
     return 0;
   }
+  if (o.processes > 0 || o.multi_process) {
+    if (auto why = check_multi_process_options(o)) {
+      err << "shardcheck-sim: " << *why << "\n";
+      return 2;
+    }
+    return o.processes > 0 ? run_local_launcher(o, out, err) : run_worker(o, out, err);
+  }
+  const auto start = std::chrono::steady_clock::now();
   const int64_t scale = o.scale > 0 ? o.scale : (o.layout_only ? 1 : 64);
-  const auto inventory = build_inventory(o.model, scale);
-  if (!inventory) {
-    err << "shardcheck-sim: unknown model '" << o.model << "'\n";
+  auto loaded = load_model(o, scale);
+  if (auto* message = std::get_if<std::string>(&loaded)) {
+    err << "shardcheck-sim: " << *message << "\n";
     return 2;
   }
-  const auto& [params, num_layers] = *inventory;
+  const ModelInventory& model = std::get<ModelInventory>(loaded);
+  const std::vector<InventoryParam>& params = model.params;
+  const int num_layers = model.num_layers, num_experts = model.num_experts;
   if (auto why = validate_world(o.world, num_layers)) {
-    err << "shardcheck-sim: impossible world for " << o.model << ": " << *why << "\n";
+    err << "shardcheck-sim: impossible world for " << model.name << ": " << *why << "\n";
     return 2;
   }
   torch::Device device = sut::pick_device();
@@ -300,16 +505,15 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     err << "shardcheck-sim: --device=cuda but " << sut::cpu_fallback_reason() << "\n";
     return 2;
   }
-  int num_experts = 0;
-  for (const auto& p : params) num_experts = std::max(num_experts, p.expert + 1);
   if (num_experts > 0 && num_experts % o.world.ep != 0) {
     err << "shardcheck-sim: ep=" << o.world.ep << " does not divide the " << num_experts
-        << " experts of " << o.model << "\n";
+        << " experts of " << model.name << "\n";
     return 2;
   }
   const WorldSizes& w = o.world;
   const std::string header =
-      "SEED=" + std::to_string(o.seed) + " model=" + o.model + " scale=" +
+      "SEED=" + std::to_string(o.seed) + " model=" + model.name +
+      (o.model_file.empty() ? "" : " model_file=" + o.model_file) + " scale=" +
       std::to_string(scale) + " mode=" + (o.layout_only ? "layout-only" : "tensors") +
       " steps=" + std::to_string(o.layout_only ? 0 : o.steps) + " pp=" + std::to_string(w.pp) + " vpp=" + std::to_string(w.vpp) +
       " ep=" + std::to_string(w.ep) + " dp=" + std::to_string(w.dp) +
@@ -383,56 +587,15 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
        << ")";
     determinism = os.str();
   }
+  const std::optional<RunStats> stats =
+      o.stats ? std::optional<RunStats>(measure(start)) : std::nullopt;
   if (o.json) {
-    out << "{\"config\": \"" << json_escape(header) << "\", \"ranks\": [";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      out << (i ? ",\n  " : "\n  ") << "{\"variant\": \"" << r.variant << "\", \"rank\": " << r.rank
-          << ", \"stage\": " << r.stage << ", \"dp_rank\": " << r.dp_rank
-          << ", \"ep_rank\": " << r.ep_rank << ", \"params\": " << r.params
-          << ", \"params_fp32_kept\": " << r.params_fp32_kept << ", \"pieces\": " << r.pieces
-          << ", \"pieces_fp32\": " << r.pieces_fp32 << ", \"ok\": " << (r.ok ? "true" : "false")
-          << ", \"accel_bytes\": " << (r.ok ? std::to_string(r.accel_bytes) : "null")
-          << ", \"host_bytes\": " << (r.ok ? std::to_string(r.host_bytes) : "null")
-          << ", \"max_diff\": " << (r.compared ? fmt_diff(r.max_diff) : "null")
-          << ", \"outcome\": \"" << json_escape(r.outcome) << "\"}";
-    }
-    out << "\n]}\n";
-    return 0;
+    print_json(out, header, rows, stats);
+  } else {
+    print_table(out, o, scale, header, rows);
+    if (!determinism.empty()) out << determinism << "\n";
+    if (stats) out << stats_line(*stats) << "\n";
   }
-  out << header << "\n";
-  out << "stage: pipeline stage; params/fp32: parameters held (fp32-kept); pieces/fp32: shard\n"
-         "pieces this rank owns and hands to the optimizer (of fp32 parameters); bytes at scale "
-      << scale << " after construction (no optimizer state yet); max_diff: largest\n"
-      << "|port - reference| over owned elements after " << (o.layout_only ? 0 : o.steps)
-      << " steps, 0 = bit-identical" << (o.layout_only ? "; outcomes predicted by the model" : "")
-      << "\n";
-  out << std::left << std::setw(9) << "variant" << std::right << std::setw(5) << "rank"
-      << std::setw(6) << "stage" << std::setw(4) << "dp" << std::setw(4) << "ep" << std::setw(8)
-      << "params" << std::setw(6) << "fp32" << std::setw(8) << "pieces" << std::setw(6) << "fp32"
-      << std::setw(13) << "accel_bytes" << std::setw(12) << "host_bytes" << std::setw(10)
-      << "max_diff" << "  outcome\n";
-  int failures = 0;
-  for (const Row& r : rows) {
-    failures += r.ok ? 0 : 1;
-    out << std::left << std::setw(9) << r.variant << std::right << std::setw(5) << r.rank
-        << std::setw(6) << r.stage << std::setw(4) << r.dp_rank << std::setw(4) << r.ep_rank
-        << std::setw(8) << r.params << std::setw(6) << r.params_fp32_kept << std::setw(8)
-        << r.pieces << std::setw(6) << r.pieces_fp32 << std::setw(13)
-        << (r.ok ? std::to_string(r.accel_bytes) : "-") << std::setw(12)
-        << (r.ok ? std::to_string(r.host_bytes) : "-") << std::setw(10)
-        << (r.compared ? fmt_diff(r.max_diff) : "-") << "  " << r.outcome << "\n";
-  }
-  for (const std::string& vname : o.variants) {
-    int total = 0, failed = 0;
-    for (const Row& r : rows) {
-      if (r.variant != vname) continue;
-      ++total;
-      failed += r.ok ? 0 : 1;
-    }
-    out << vname << ": " << failed << " of " << total << " ranks fail construction\n";
-  }
-  if (!determinism.empty()) out << determinism << "\n";
   return 0;
 }
 
@@ -448,6 +611,23 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     err << "shardcheck-sim: internal error: " << e.what() << "\n";
     return 3;
   }
+}
+
+model::CaseSpec main_job_case(const CliOptions& o, const std::vector<InventoryParam>& inventory,
+                              int num_layers, int num_experts, int stage, int ep_rank) {
+  model::CaseSpec c;
+  c.params = stage_params(inventory, o.world, num_layers, stage, ep_rank, num_experts);
+  c.dp = o.world.dp;
+  c.expert_dp = o.world.dp / o.world.ep;
+  c.precision_aware = o.precision_aware;
+  c.cpu_offload = o.offload;
+  c.offload_fraction = o.offload_fraction;
+  c.grad_reduce_in_fp32 = true;  // as in run_cli's rows
+  return c;
+}
+
+model::StepInputs main_job_step(const model::CaseSpec& c, uint64_t seed, int k) {
+  return job_step(c, seed, k);
 }
 
 }  // namespace sc::sim

@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "model/reference.h"
+#include "model/spec.h"
 #include "sim/scenario.h"
 
 namespace sc::sim {
@@ -16,6 +18,7 @@ namespace sc::sim {
 // Everything the command line chooses.
 struct CliOptions {
   std::string model = "dsv4-flash";
+  std::string model_file;  // a JSON model file (models/README.md) instead of a built-in model
   WorldSizes world{8, 3, 4, 4};
   std::vector<std::string> variants{"upstream", "pr6982"};
   bool offload = true;
@@ -28,7 +31,16 @@ struct CliOptions {
   bool layout_only = false;
   bool check_determinism = false;  // run twice, compare the digests of all final states
   bool json = false;
+  bool stats = false;  // print the wall time, CPU time and peak resident memory of the run
   bool help = false;
+  // The multi-process mode (sim/multiprocess.h).
+  int processes = 0;                 // --processes=N: start N local ranks (0: in-process mode)
+  bool multi_process = false;        // --multi-process: be one rank (RANK etc. from the env)
+  double collective_timeout_s = 60;  // --collective-timeout=S: Gloo's and the store's timeout
+  double launch_timeout_s = 600;     // --launch-timeout=S: the local launcher stops the world
+  std::string fault;                 // --fault=KIND[@RANK]: a perturbation that tests the checks
+  int fault_rank = -1;               // -1: every rank
+  std::vector<std::string> args;     // the arguments as given (the launcher passes them on)
 };
 
 // The parsed options, or a message naming the offending argument.
@@ -37,7 +49,16 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
 std::string cli_usage();
 // Runs the main job; returns the process exit status (0 when the job ran, 2 on bad input).
 int run_cli(const CliOptions& options, std::ostream& out, std::ostream& err);
+// The model `options` choose (--model or --model-file) at `scale`, or a message naming the
+// problem: an unknown name, or the file and the line or field of a bad model file.
+std::variant<ModelInventory, std::string> load_model(const CliOptions& options, int64_t scale);
 // parse_cli + run_cli, printing parse errors to `err` with exit status 2.
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// The main job's case for pipeline stage `stage` and EP rank `ep_rank` of `inventory`.
+model::CaseSpec main_job_case(const CliOptions& o, const std::vector<InventoryParam>& inventory,
+                              int num_layers, int num_experts, int stage, int ep_rank);
+// The main job's inputs of step k (grads from the seed, the groups' hyper-parameters).
+model::StepInputs main_job_step(const model::CaseSpec& c, uint64_t seed, int k);
 
 }  // namespace sc::sim

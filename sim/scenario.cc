@@ -169,6 +169,14 @@ std::optional<std::pair<std::vector<InventoryParam>, int>> build_inventory(const
   return std::make_pair(transformer(c, scale), c.layers);
 }
 
+std::optional<ModelInventory> builtin_model(const std::string& name, int64_t scale) {
+  auto built = build_inventory(name, scale);
+  if (!built) return std::nullopt;
+  ModelInventory m{name, std::move(built->first), built->second, 0};
+  for (const auto& p : m.params) m.num_experts = std::max(m.num_experts, p.expert + 1);
+  return m;
+}
+
 std::optional<std::string> validate_world(const WorldSizes& w, int num_layers) {
   std::ostringstream err;
   if (w.pp < 1 || w.vpp < 1 || w.ep < 1 || w.dp < 1) {

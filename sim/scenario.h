@@ -22,11 +22,21 @@ struct InventoryParam {
   int expert = -1;        // routed expert index, -1 for non-expert params
 };
 
+// A whole model: its inventory plus the counts a world needs.
+struct ModelInventory {
+  std::string name;
+  std::vector<InventoryParam> params;
+  int num_layers = 1;   // decoder layers
+  int num_experts = 0;  // routed experts; every expert index is below it
+};
+
 // Names accepted by build_inventory.
 const std::vector<std::string>& inventory_names();
 // The inventory `name` at `scale` (>= 1), plus its decoder layer count; nullopt if unknown.
 std::optional<std::pair<std::vector<InventoryParam>, int>> build_inventory(const std::string& name,
                                                                            int64_t scale);
+// build_inventory as a ModelInventory (num_experts: one more than the largest expert index).
+std::optional<ModelInventory> builtin_model(const std::string& name, int64_t scale);
 
 // The parallel sizes of a world (TP is 1).
 struct WorldSizes {

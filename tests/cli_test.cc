@@ -2,6 +2,8 @@
 // world prints one row per rank for each variant.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "sim/cli.h"
@@ -155,6 +157,140 @@ TEST(Cli, TheSameSeedTwiceGivesIdenticalDigestsAndTheDigestSeesTheSeed) {
 }
 
 TEST(Cli, RejectsBadSteps) { expect_rejected({"--steps=-1"}, "expected an integer from 0 to 100"); }
+
+std::string models_dir() { return std::string(SC_SOURCE_DIR) + "/models/"; }
+
+// The "ranks" part of a --json run: everything but the config line.
+std::string ranks_of(const CliRun& r) { return r.out.substr(r.out.find("\"ranks\"")); }
+
+TEST(Cli, ModelFilesGiveTheSameWorldAsTheBuiltInModels) {
+  const std::vector<std::string> small{"--pp=1", "--vpp=1", "--ep=1", "--dp=2", "--json",
+                                       "--offload-fraction=0.5", "--layout-only"};
+  const std::vector<std::string> full{"--pp=8", "--vpp=3", "--ep=4", "--dp=8", "--json",
+                                      "--layout-only"};
+  for (const auto& [name, world] : {std::make_pair("mixed-dtype-net", small),
+                                    std::make_pair("dsv4-flash", full)}) {
+    std::vector<std::string> built = world, file = world;
+    built.push_back(std::string("--model=") + name);
+    file.push_back("--model-file=" + models_dir() + name + ".json");
+    const CliRun a = run(built), b = run(file);
+    ASSERT_EQ(a.status, 0) << a.err;
+    ASSERT_EQ(b.status, 0) << b.err;
+    EXPECT_EQ(ranks_of(a), ranks_of(b)) << name;
+    EXPECT_NE(b.out.find(std::string("model=") + name + " model_file="), std::string::npos);
+  }
+}
+
+TEST(Cli, TheExampleModelFileRunsWithTensors) {
+  const CliRun r = run({"--model-file", models_dir() + "tiny-moe.json", "--pp", "2", "--vpp=1",
+                        "--ep=2", "--dp=2", "--scale=16", "--variant=upstream,hdo-load-alias"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Every stage holds fp32 gates, so every rank fails upstream and none with the fixes.
+  EXPECT_NE(r.out.find("upstream: 4 of 4 ranks fail construction"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hdo-load-alias: 0 of 4 ranks fail construction"), std::string::npos);
+}
+
+// Writes `text` to a file of the test's temporary directory and returns its path.
+std::string temp_file(const std::string& name, const std::string& text) {
+  const std::string path = testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Cli, BadModelFilesExitTwoNamingTheFileAndTheLineOrField) {
+  const std::string syntax =
+      temp_file("syntax.json", "{\n  \"name\": \"m\",\n  \"num_layers\": }\n");
+  expect_rejected({"--model-file=" + syntax}, "syntax.json:3:17: syntax error");
+  const std::string dtype = temp_file(
+      "dtype.json", R"({"name": "m", "num_layers": 1, "params": [
+        {"name": "a", "shape": [4], "place": 0}, {"name": "b", "shape": [4], "dtype": "bf61",
+         "place": 0}]})");
+  expect_rejected({"--model-file=" + dtype, "--pp=1", "--vpp=1"},
+                  "dtype.json: params[1].dtype: unknown dtype \"bf61\"");
+  expect_rejected({"--model-file=" + testing::TempDir() + "absent.json"},
+                  "absent.json: cannot open the model file");
+  expect_rejected({"--model-file="}, "--model-file=: expected a file name");
+  expect_rejected({"--model=llama", "--model-file=" + dtype}, "exclude each other");
+  expect_rejected({"--model-file=" + dtype, "--processes=2"}, "not supported in the multi-process");
+  // The world is checked against the file's counts: 1 layer cannot fill pp * vpp = 24 chunks.
+  const std::string tiny = models_dir() + "mixed-dtype-net.json";
+  expect_rejected({"--model-file=" + tiny}, "impossible world for mixed-dtype-net");
+}
+
+TEST(Cli, HelpListsTheModelFileAndStatsOptions) {
+  const CliRun r = run({"--help"});
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("--model-file=FILE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--stats "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("as the next argument"), std::string::npos) << r.out;
+}
+
+TEST(Cli, OptionValuesMayFollowAsTheNextArgument) {
+  auto parsed = parse_cli({"--dp", "2", "--model", "llama", "--offload-fraction", "0.25"});
+  ASSERT_TRUE(std::holds_alternative<CliOptions>(parsed));
+  const CliOptions& o = std::get<CliOptions>(parsed);
+  EXPECT_EQ(o.world.dp, 2);
+  EXPECT_EQ(o.model, "llama");
+  EXPECT_EQ(o.offload_fraction, 0.25);
+  expect_rejected({"--dp"}, "--dp needs a value");
+  expect_rejected({"--dp", "x"}, "--dp=x: expected an integer");
+}
+
+TEST(Cli, JsonSplitsTheBytesOfEachRankByKindAndSide) {
+  // mixed-dtype-net at dp 1, everything offloaded, grads reduced in fp32:
+  //   bf16 buffer, reverse order: fc2.bias [0, 32), fc2.weight [64, 2112), fc1.bias
+  //   [2112, 2176), fc1.weight [2176, 10368); 10368 is a multiple of 128.
+  //     params 10368 * 2 = 20736 B, grads (fp32) 10368 * 4 = 41472 B
+  //   fp32 buffer: alpha [0, 512): params 2048 B, grads 2048 B
+  //   accelerator: param_buffer 20736 + 2048 = 22784, grad_buffer 41472 + 2048 = 43520
+  //   host: every piece (8192 + 64 + 512 + 2048 + 32 = 10848 elements) has an fp32 copy,
+  //     10848 * 4 = 43392 B, a host grad of the same size, and state 10848 * 8 = 86784 B
+  const CliRun r = run({"--model=mixed-dtype-net", "--pp=1", "--vpp=1", "--ep=1", "--dp=1",
+                        "--variant=pr6982", "--layout-only", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rank = nlohmann::json::parse(r.out).at("ranks").at(0);
+  const auto& accel = rank.at("bytes").at("accelerator");
+  const auto& host = rank.at("bytes").at("host");
+  EXPECT_EQ(accel.at("param_buffer"), 22784);
+  EXPECT_EQ(accel.at("grad_buffer"), 43520);
+  EXPECT_EQ(accel.at("main_params"), 0);
+  EXPECT_EQ(accel.at("optimizer_state"), 0);
+  EXPECT_EQ(host.at("main_params"), 43392);
+  EXPECT_EQ(host.at("grad_copies"), 43392);
+  EXPECT_EQ(host.at("optimizer_state"), 86784);
+  EXPECT_EQ(rank.at("accel_bytes"), 22784 + 43520);  // after construction
+  EXPECT_EQ(rank.at("host_bytes"), 43392);
+  EXPECT_EQ(rank.at("bytes").at("host_pinned"), 0);  // no CUDA accelerator
+  // The table shows the totals once stepped: host 43392 + 43392 + 86784 = 173568.
+  const CliRun table = run({"--model=mixed-dtype-net", "--pp=1", "--vpp=1", "--ep=1", "--dp=1",
+                            "--variant=pr6982", "--layout-only"});
+  std::istringstream row(table.out.substr(table.out.find("\npr6982 ") + 1));
+  std::vector<std::string> cells(13);
+  for (std::string& cell : cells) row >> cell;
+  // accel_bytes, host_bytes, accel_step, host_step
+  EXPECT_EQ(std::vector<std::string>(cells.begin() + 9, cells.end()),
+            (std::vector<std::string>{"66304", "43392", "66304", "173568"}))
+      << table.out;
+}
+
+TEST(Cli, StatsReportTimeAndPeakMemoryOfTheFullSizeLayoutOnlyWorld) {
+  // EP 4 needs a DP size it divides: the full-size seed world at DP 4 (expert DP 1).
+  const CliRun r = run({"--model=dsv4-flash", "--layout-only", "--pp=8", "--vpp=3", "--ep=4",
+                        "--dp=4", "--stats"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const size_t at = r.out.find("stats: wall ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" MiB", at), std::string::npos);
+  const CliRun j = run({"--model=mixed-dtype-net", "--pp=1", "--vpp=1", "--ep=1", "--dp=1",
+                        "--layout-only", "--json", "--stats"});
+  const auto stats = nlohmann::json::parse(j.out).at("stats");
+  EXPECT_GT(stats.at("peak_rss_bytes").get<int64_t>(), 1 << 20);
+  EXPECT_GE(stats.at("wall_s").get<double>(), 0.0);
+  // Without --stats nothing is measured.
+  EXPECT_EQ(run({"--model=mixed-dtype-net", "--pp=1", "--vpp=1", "--ep=1", "--layout-only"})
+                .out.find("stats:"),
+            std::string::npos);
+}
 
 }  // namespace
 }  // namespace sc::sim

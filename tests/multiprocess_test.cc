@@ -1,0 +1,371 @@
+// The multi-process mode: its option errors, the local launcher, the exact split of the reduced
+// gradient, and worlds of real processes over c10d Gloo on loopback, whose parameters must equal
+// the in-process mode's bit for bit; faults that the checks must catch; no process left behind.
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sim/cli.h"
+#include "sim/launcher.h"
+#include "sim/multiprocess.h"
+#include "sim/rng.h"
+
+namespace sc::sim {
+namespace {
+
+struct SimRun {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+  double seconds = 0;
+};
+
+// Runs shardcheck-sim with `args` and waits for it.
+SimRun run_sim(const std::vector<std::string>& args) {
+  std::string cmd = SC_SIM_EXE;
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  SimRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+// Processes whose command line holds `marker` (the tests give each run a unique seed).
+int processes_with(const std::string& marker) {
+  int count = 0;
+  DIR* d = opendir("/proc");
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmdline.find(marker) != std::string::npos &&
+        cmdline.find("shardcheck-sim") != std::string::npos) {
+      ++count;
+    }
+  }
+  closedir(d);
+  return count;
+}
+
+int cli(const std::vector<std::string>& args, std::string& err) {
+  std::ostringstream out, e;
+  const int status = cli_main(args, out, e);
+  err = e.str();
+  return status;
+}
+
+CliOptions parsed(const std::vector<std::string>& args) {
+  auto p = parse_cli(args);
+  EXPECT_TRUE(std::holds_alternative<CliOptions>(p)) << std::get<std::string>(p);
+  return std::get<CliOptions>(p);
+}
+
+const std::vector<std::string> kLlama{"--model=llama", "--scale=1024", "--ep=1",
+                                      "--variant=pr6982", "--offload-fraction=0.5",
+                                      "--collective-timeout=20"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+TEST(MultiProcessOptions, BadInputExitsTwoWithAMessageNamingIt) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--processes=0"}, "--processes=0: expected an integer from 1 to 1024"},
+      {{"--processes=x"}, "--processes=x: expected an integer"},
+      {{"--processes=2", "--multi-process"}, "exclude each other"},
+      {{"--processes=8", "--pp=2", "--dp=4", "--ep=1"}, "runs one variant"},
+      {{"--processes=8", "--pp=2", "--dp=4", "--variant=pr6982"}, "needs --ep=1"},
+      {with(kLlama, {"--processes=6", "--pp=2", "--dp=4"}), "--processes=6 but --pp=2 --dp=4 make 8"},
+      {with(kLlama, {"--processes=64", "--pp=64", "--dp=1"}), "impossible world"},
+      {with(kLlama, {"--processes=2", "--pp=1", "--vpp=1", "--dp=2", "--layout-only"}), "--layout-only"},
+      {with(kLlama, {"--processes=2", "--pp=1", "--vpp=1", "--dp=2", "--check-determinism"}), "in-process"},
+      {with(kLlama, {"--processes=2", "--pp=1", "--vpp=1", "--dp=2", "--fault=exit@2"}), "names rank 2"},
+      {{"--collective-timeout=0"}, "--collective-timeout=0: expected seconds above 0"},
+      {{"--launch-timeout=nan"}, "--launch-timeout=nan: expected seconds"},
+      {{"--processes=2", "--fault=bogus"}, "unknown fault"},
+      {{"--processes=2", "--fault=stall@x"}, "KIND@RANK"},
+      {{"--fault=stall"}, "--fault needs the multi-process mode"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::string err;
+    EXPECT_EQ(cli(args, err), 2) << args.back();
+    EXPECT_NE(err.find(message), std::string::npos) << "got: " << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  }
+}
+
+TEST(MultiProcessOptions, WorkerChecksItsEnvironment) {
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+  const auto args = with(kLlama, {"--multi-process", "--pp=1", "--vpp=1", "--dp=2"});
+  std::string err;
+  EXPECT_EQ(cli(args, err), 2);
+  EXPECT_NE(err.find("missing: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT"), std::string::npos)
+      << err;
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "3", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "1", 1);
+  EXPECT_EQ(cli(args, err), 2);
+  EXPECT_NE(err.find("WORLD_SIZE=3 but --pp=1 --dp=2 make 2 ranks"), std::string::npos) << err;
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "2", 1);
+  EXPECT_EQ(cli(args, err), 2);
+  EXPECT_NE(err.find("bad RANK='2' for WORLD_SIZE=2"), std::string::npos) << err;
+  setenv("RANK", "0", 1);
+  setenv("MASTER_PORT", "70000", 1);
+  EXPECT_EQ(cli(args, err), 2);
+  EXPECT_NE(err.find("bad MASTER_PORT='70000'"), std::string::npos) << err;
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+TEST(GradPart, PartsSumToTheGradientInEveryOrder) {
+  std::vector<float> values{0.0f, -0.0f, 1.0f, -1.0f, 1.0f + 0x1p-23f, -3.0f * 0x1p-120f,
+                            0x1p-149f, -0x1.fffffcp-127f, 3.4028235e38f, -INFINITY,
+                            std::nanf("")};
+  SplitMix64 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    const uint32_t u = static_cast<uint32_t>(rng.next());
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    values.push_back(f);
+    values.push_back(rng.symmetric_unit() * 0.01f);
+  }
+  for (int n : {1, 2, 3, 4, 5, 8, 24, 32}) {
+    for (float g : values) {
+      std::vector<float> parts;
+      for (int k = 0; k < n; ++k) parts.push_back(grad_part(g, k, n));
+      std::vector<int> order(n);
+      for (int k = 0; k < n; ++k) order[k] = k;
+      int orders = 0;
+      do {
+        float sum = parts[order[0]];
+        for (int k = 1; k < n; ++k) sum += parts[order[k]];
+        if (std::isnan(g)) {  // a NaN stays a NaN (a signalling one comes back quiet)
+          ASSERT_TRUE(std::isnan(sum)) << "n=" << n;
+          continue;
+        }
+        ASSERT_EQ(bits(sum), bits(g)) << "n=" << n << " g=" << g << " order starts " << order[0];
+        ++orders;
+      } while (n <= 5 && std::next_permutation(order.begin(), order.end()));
+      // A pairwise tree, as a ring or halving-doubling algorithm may add.
+      std::vector<float> level = parts;
+      while (level.size() > 1) {
+        std::vector<float> next;
+        for (size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(level[k] + level[k + 1]);
+        if (level.size() % 2) next.push_back(level.back());
+        level = next;
+      }
+      if (!std::isnan(g)) ASSERT_EQ(bits(level[0]), bits(g)) << "n=" << n << " tree";
+      (void)orders;
+    }
+  }
+  // Every rank contributes to a gradient with a full significand.
+  const float full = 1.0f + 0x1p-23f + 0x1p-10f + 0x1p-17f + 0x1p-5f;
+  for (int k = 0; k < 4; ++k) EXPECT_NE(grad_part(full, k, 4), 0.0f) << k;
+}
+
+TEST(Launcher, SetsTheRendezvousVariablesForEveryRank) {
+  LaunchSpec s;
+  s.program = "/bin/sh";
+  s.args = {"-c",
+            "test \"$WORLD_SIZE\" = 3 && test \"$LOCAL_RANK\" = \"$RANK\" && "
+            "test \"$MASTER_ADDR\" = 127.0.0.1 && test \"$MASTER_PORT\" -gt 0 && "
+            "test \"$RANK\" -ge 0 && test \"$RANK\" -lt 3"};
+  s.processes = 3;
+  const LaunchResult r = launch_local(s);
+  EXPECT_TRUE(r.ok()) << (describe_failures(r, s.timeout_s).empty()
+                              ? ""
+                              : describe_failures(r, s.timeout_s)[0]);
+  EXPECT_EQ(r.ranks.size(), 3u);
+  EXPECT_GT(r.master_port, 0);
+}
+
+TEST(Launcher, AFailingRankIsNamedAndTheOthersAreStopped) {
+  LaunchSpec s;
+  s.program = "/bin/sh";
+  s.args = {"-c", "if [ \"$RANK\" = 2 ]; then exit 5; fi; exec sleep 30"};
+  s.processes = 4;
+  s.grace_s = 0.3;
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchResult r = launch_local(s);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+  ASSERT_EQ(r.ranks.size(), 4u);
+  EXPECT_FALSE(r.ok());
+  ASSERT_TRUE(r.first_failure.has_value());
+  EXPECT_EQ(*r.first_failure, 2);
+  EXPECT_EQ(r.ranks[2].code, 5);
+  EXPECT_FALSE(r.ranks[2].signaled);
+  for (int k : {0, 1, 3}) {
+    EXPECT_TRUE(r.ranks[k].signaled && r.ranks[k].stopped_by_launcher) << k;
+    EXPECT_NE(kill(r.ranks[k].pid, 0), 0) << "rank " << k << " is still there";
+  }
+  const auto lines = describe_failures(r, s.timeout_s);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[2].find("exit status 5 <- failed first"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[0].find("killed by signal 15"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("stopped by the launcher after rank 2 failed"), std::string::npos);
+}
+
+TEST(Launcher, TheTimeoutStopsTheWorld) {
+  LaunchSpec s;
+  s.program = "/bin/sh";
+  s.args = {"-c", "trap '' TERM; exec sleep 30"};  // ignores SIGTERM: SIGKILL must follow
+  s.processes = 2;
+  s.timeout_s = 0.5;
+  s.grace_s = 0.3;
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchResult r = launch_local(s);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_FALSE(r.ok());
+  for (const RankExit& e : r.ranks) EXPECT_TRUE(e.signaled && e.code == SIGKILL) << e.rank;
+  const auto lines = describe_failures(r, s.timeout_s);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("ranks still running then: 0, 1"), std::string::npos) << lines[0];
+}
+
+// The worker lines: rank -> params_digest.
+std::map<int, std::string> digests_of(const std::string& output) {
+  std::map<int, std::string> out;
+  const std::regex line(R"(rank (\d+) stage \d+ dp \d+: \d+ steps; .*params_digest=([0-9a-f]{16}))");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    out[std::stoi((*it)[1])] = (*it)[2];
+  }
+  return out;
+}
+
+std::string hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+TEST(MultiProcessWorld, DpFourByPpTwoOverGlooEqualsTheInProcessModeBitForBit) {
+  const auto args = with(kLlama, {"--pp=2", "--dp=4", "--steps=3", "--seed=4242001"});
+  const SimRun r = run_sim(with(args, {"--processes=8"}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_LT(r.seconds, 60) << r.output;
+  EXPECT_NE(r.output.find("mode=multi-process processes=8 pp=2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("backend=gloo"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("8 of 8 ranks passed"), std::string::npos) << r.output;
+  const auto got = digests_of(r.output);
+  ASSERT_EQ(got.size(), 8u) << r.output;
+  // The in-process mode, computed here: the stage's DP ranks in this process, no collective.
+  const CliOptions o = parsed(args);
+  for (int stage = 0; stage < 2; ++stage) {  // the ranks of a stage hold the same parameters
+    auto want = in_process_param_digests(o, stage * 4);
+    ASSERT_TRUE(std::holds_alternative<std::vector<uint64_t>>(want));
+    const auto& steps = std::get<std::vector<uint64_t>>(want);
+    ASSERT_EQ(steps.size(), 3u);
+    for (int rank = stage * 4; rank < stage * 4 + 4; ++rank) {
+      EXPECT_EQ(got.at(rank), hex16(steps.back())) << "rank " << rank;
+    }
+    EXPECT_NE(steps[0], steps[2]) << "the steps changed nothing";
+  }
+  EXPECT_NE(got.at(0), got.at(4)) << "the two stages hold different parameters";
+  EXPECT_EQ(processes_with("--seed=4242001"), 0);
+}
+
+TEST(MultiProcessWorld, ConstructionFailureIsReportedByEveryRank) {
+  const SimRun r = run_sim({"--model=mixed-dtype-net", "--ep=1", "--pp=1", "--vpp=1", "--dp=2",
+                         "--variant=upstream", "--processes=2", "--collective-timeout=20",
+                         "--seed=4242002"});
+  EXPECT_EQ(r.status, 1) << r.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string who = "rank " + std::to_string(rank) + " stage 0 dp " + std::to_string(rank);
+    EXPECT_NE(r.output.find(who + ": 2 of 2 ranks failed construction; no step runs"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("failed construction: ValueError: can't optimize a non-leaf Tensor "
+                          "(first: alpha)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("reproduce: shardcheck-sim"), std::string::npos) << r.output;
+  EXPECT_EQ(processes_with("--seed=4242002"), 0);
+}
+
+TEST(MultiProcessWorld, AStalledRankMakesTheCollectiveTimeOutWithAClearMessage) {
+  const SimRun r = run_sim(with(kLlama, {"--pp=1", "--vpp=1", "--dp=2", "--processes=2", "--fault=stall@1",
+                                      "--collective-timeout=3", "--seed=4242003"}));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_LT(r.seconds, 40) << r.output;
+  EXPECT_NE(r.output.find("rank 0 stage 0 dp 0: FAILED: reduce-scatter of step 0 buffer 0 "
+                          "bucket 0 in the DP group of stage 0 failed (collective timeout 3 s)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("rank 0 (pid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exit status 1 <- failed first"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopped by the launcher after rank 0 failed"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(processes_with("--seed=4242003"), 0);
+}
+
+TEST(MultiProcessWorld, DroppedGradsDifferFromTheInProcessMode) {
+  const SimRun r = run_sim(with(kLlama, {"--pp=2", "--dp=2", "--processes=4", "--fault=drop-grads@1",
+                                      "--seed=4242004"}));
+  EXPECT_EQ(r.status, 1) << r.output;
+  for (int rank : {0, 1}) {
+    const std::string who = "rank " + std::to_string(rank) + " stage 0 dp " + std::to_string(rank);
+    // The model params are bf16 and may round the difference away; the fp32 main params and
+    // moments in the optimizer state cannot.
+    EXPECT_NE(r.output.find(who + ": FAILED: after step 1 the optimizer state of its dense "
+                                  "instance"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("differs from the in-process mode's"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 2 stage 1 dp 0: 3 steps;"), std::string::npos) << r.output;
+  EXPECT_EQ(processes_with("--seed=4242004"), 0);
+}
+
+TEST(MultiProcessWorld, ASkippedAllGatherLeavesTheDpGroupDisagreeing) {
+  const SimRun r = run_sim(with(kLlama, {"--pp=1", "--vpp=1", "--dp=2", "--processes=2",
+                                      "--fault=skip-all-gather", "--seed=4242005"}));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("same DP group"), std::string::npos) << r.output;
+  EXPECT_EQ(processes_with("--seed=4242005"), 0);
+}
+
+TEST(MultiProcessWorld, AnExitingRankIsNamedWithItsStatus) {
+  const SimRun r = run_sim(with(kLlama, {"--pp=1", "--vpp=1", "--dp=2", "--processes=2", "--fault=exit@1",
+                                      "--seed=4242006"}));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1 (pid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exit status 3"), std::string::npos) << r.output;
+  EXPECT_EQ(processes_with("--seed=4242006"), 0);
+}
+
+}  // namespace
+}  // namespace sc::sim
