@@ -85,6 +85,23 @@ void for_rig_pairs(const model::CaseSpec& c, const model::CaseSpec& x, const mod
   });
 }
 
+// Runs steps [split, end) of `s` on `a` (uninterrupted) and `z` (resumed) and, after each step,
+// calls f(g, i, name) for every installed entry of `plan`.
+template <typename F>
+void continue_both(sim::RankRig& a, sim::RankRig& z, const model::CaseSpec& c,
+                   const gen::Schedule& s, size_t split, const model::RankPlan& plan, F f) {
+  for (size_t k = split; k < s.steps.size(); ++k) {
+    const model::StepInputs in = gen::materialise(c, s.steps[k]);
+    a.step(in);
+    z.step(in);
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+        f(g, i, entry_name(c, plan, g, i, static_cast<int>(k + 1)));
+      }
+    }
+  }
+}
+
 void classify(const model::CaseSpec& c, const gen::Schedule& s) {
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 0.0, "fraction 0");
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 1.0, "fraction 1");
@@ -257,19 +274,11 @@ void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, si
                                       const model::RankPlan& plan) {
     for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
     z.load(a.save());
-    for (size_t k = split; k < s.steps.size(); ++k) {
-      const model::StepInputs in = gen::materialise(c, s.steps[k]);
-      a.step(in);
-      z.step(in);
-      for (size_t g = 0; g < plan.groups.size(); ++g) {
-        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-          check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                              entry_name(c, plan, g, i, static_cast<int>(k + 1)) +
-                                  " (resumed vs uninterrupted)"),
-                b);
-        }
-      }
-    }
+    continue_both(a, z, c, s, split, plan, [&](size_t g, size_t i, const std::string& at) {
+      check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                          at + " (resumed vs uninterrupted)"),
+            b);
+    });
   });
 }
 
@@ -292,30 +301,21 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
       loaded = "loading the distributed checkpoint raised: " + e.msg();
     }
     check(loaded, b);
-    for (size_t k = split; k < s.steps.size(); ++k) {
-      const model::StepInputs in = gen::materialise(c, s.steps[k]);
-      a.step(in);
-      z.step(in);
-      for (size_t g = 0; g < plan.groups.size(); ++g) {
-        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-          const std::string at = entry_name(c, plan, g, i, static_cast<int>(k + 1));
-          check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                              at + " (resumed vs uninterrupted)"),
-                b);
-          check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
-                              at + " master (resumed vs uninterrupted)"),
-                b);
-          const sim::ObservedState x = z.state(g, i), y = a.state(g, i);
-          check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"),
-                b);
-          if (x.step != y.step) {
-            check(at + ": step " + std::to_string(x.step) + " resumed, " +
-                      std::to_string(y.step) + " uninterrupted",
-                  b);
-          }
-        }
+    continue_both(a, z, c, s, split, plan, [&](size_t g, size_t i, const std::string& at) {
+      check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                          at + " (resumed vs uninterrupted)"),
+            b);
+      check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
+                          at + " master (resumed vs uninterrupted)"),
+            b);
+      const sim::ObservedState x = z.state(g, i), y = a.state(g, i);
+      check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"), b);
+      if (x.step != y.step) {
+        check(at + ": step " + std::to_string(x.step) + " resumed, " + std::to_string(y.step) +
+                  " uninterrupted",
+              b);
       }
-    }
+    });
   });
 }
 
