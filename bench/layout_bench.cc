@@ -11,7 +11,12 @@ namespace {
 // size (scale 1), dp from the argument.
 void BM_ModelLayout_Dsv4FlashStage(benchmark::State& state) {
   const auto inventory = sc::sim::build_inventory("dsv4-flash", 1);
-  const sc::sim::WorldSizes w{8, 3, 4, static_cast<int>(state.range(0))};
+  sc::sim::WorldSizes w;
+  w.pp = 8;
+  w.vpp = 3;
+  w.ep = 4;
+  w.dp = static_cast<int>(state.range(0));
+  w.pipeline_layout = sc::sim::kDsv4FlashLayout;  // 43 layers split no other way over PP 8
   sc::model::CaseSpec c;
   c.params = sc::sim::stage_params(inventory->first, w, inventory->second, 3, 0, 256);
   c.dp = w.dp;

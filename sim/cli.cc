@@ -86,12 +86,16 @@ struct Row {
   uint64_t digest = 0;  // of the final states of the rank's instances (tensor mode)
 };
 
-// The inputs of step k of the main job: grads from the seed, lr 1e-3, weight decay 0.1 for even
-// groups and 0 for odd ones (as at construction).
+// The inputs of step k of the main job: grads from the seed and each parameter's name (so that
+// a parameter gets the same gradient on every rank that holds it, and the experts of different
+// EP ranks different ones), lr 1e-3, weight decay 0.1 for even groups and 0 for odd ones (as at
+// construction).
 model::StepInputs job_step(const model::CaseSpec& c, uint64_t seed, int k) {
   model::StepInputs in;
-  SplitMix64 rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(k + 1)));
   for (const auto& p : c.params) {
+    uint64_t name_hash = 0xcbf29ce484222325ull;
+    for (unsigned char ch : p.name) name_hash = (name_hash ^ ch) * 0x100000001b3ull;
+    SplitMix64 rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(k + 1)) ^ name_hash);
     std::vector<float> g(static_cast<size_t>(p.numel()));
     for (float& x : g) x = rng.symmetric_unit() * 0.01f;
     in.grads.push_back(std::move(g));
@@ -180,7 +184,8 @@ std::string fmt_diff(double d) {
 const std::set<std::string> kValueOptions{
     "model",     "model-file",         "variant",         "pp",     "vpp",  "ep",    "dp",
     "offload",   "offload-fraction",   "precision-aware", "device", "seed", "scale", "steps",
-    "processes", "collective-timeout", "launch-timeout",  "fault"};
+    "processes", "collective-timeout", "launch-timeout",  "fault",  "tp",
+    "pipeline-layout", "first-stage-layers", "last-stage-layers"};
 
 }  // namespace
 
@@ -193,6 +198,13 @@ std::string cli_usage() {
          "  --model-file=FILE        a model described in a JSON file (see models/README.md)\n"
          "  --variant=A[,B...]       port variants, or 'all' (upstream,pr6982)\n"
          "  --pp=N --vpp=N --ep=N --dp=N   parallel sizes (8, 3, 4, 4); ep divides dp\n"
+         "  --tp=N                   tensor-parallel size (1): shapes sharded as Megatron does;\n"
+         "                           TP rank 0 is simulated (every TP rank has its structure)\n"
+         "  --pipeline-layout=L|none Megatron's pipeline layout (E, t, m, L; '|' between the\n"
+         "                           pp * vpp stages); the model's own when it has pp * vpp\n"
+         "                           stages, else Megatron's even split\n"
+         "  --first-stage-layers=N --last-stage-layers=N   uneven split (Megatron's\n"
+         "                           num_layers_in_first/last_pipeline_stage)\n"
          "  --offload=on|off         CPU offload through HybridDeviceOptimizer (on)\n"
          "  --offload-fraction=F     fraction in [0, 1] (1.0)\n"
          "  --precision-aware=on|off precision-aware optimizer (on)\n"
@@ -206,7 +218,7 @@ std::string cli_usage() {
          "  --check-determinism      run twice; fail unless the digests of all final states match\n"
          "  --json                   JSON instead of a table\n"
          "  --stats                  also print wall time, CPU time and peak resident memory\n"
-         "Multi-process mode (one process per rank over c10d Gloo; DP x PP, --ep=1, one variant):\n"
+         "Multi-process mode (one process per rank over c10d Gloo; DP x PP, EP, one variant):\n"
          "  --processes=N            start N = pp * dp ranks of this program on 127.0.0.1\n"
          "  --multi-process          be one rank: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT\n"
          "                           from the environment (torchrun, Slurm)\n"
@@ -285,15 +297,29 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
         o.variants.push_back(v);
       }
       if (o.variants.empty()) return bad("no variant named");
-    } else if (name == "pp" || name == "vpp" || name == "ep" || name == "dp") {
+    } else if (name == "pp" || name == "vpp" || name == "ep" || name == "dp" || name == "tp") {
       if (!parse_int(value, n) || n < 1 || n > 65536) {
         return bad("expected an integer from 1 to 65536");
       }
       int& field = name == "pp"    ? o.world.pp
                    : name == "vpp" ? o.world.vpp
                    : name == "ep"  ? o.world.ep
+                   : name == "tp"  ? o.world.tp
                                    : o.world.dp;
       field = static_cast<int>(n);
+    } else if (name == "first-stage-layers" || name == "last-stage-layers") {
+      if (!parse_int(value, n) || n < 1 || n > 100000) {
+        return bad("expected an integer from 1 to 100000");
+      }
+      (name == "first-stage-layers" ? o.world.first_stage_layers : o.world.last_stage_layers) =
+          static_cast<int>(n);
+    } else if (name == "pipeline-layout") {
+      if (value.empty()) return bad("expected a layout such as Et|tt|tL, or none");
+      if (value != "none") {
+        auto layout = parse_pipeline_layout(value);
+        if (auto* why = std::get_if<std::string>(&layout)) return bad(*why);
+      }
+      o.world.pipeline_layout = value;
     } else if (name == "offload") {
       if (!parse_on_off(value, o.offload)) return bad("expected on or off");
     } else if (name == "offload-fraction") {
@@ -348,8 +374,9 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
   if (model_named && !o.model_file.empty()) {
     return "--model and --model-file exclude each other (a model file names its model)";
   }
-  if (!o.model_file.empty() && (o.processes > 0 || o.multi_process)) {
-    return "--model-file is not supported in the multi-process mode yet";
+  if (o.world.pipeline_layout != "" && o.world.pipeline_layout != "none" &&
+      (o.world.first_stage_layers > 0 || o.world.last_stage_layers > 0)) {
+    return "--pipeline-layout excludes --first-stage-layers and --last-stage-layers";
   }
   if (o.processes > 0 && o.multi_process) {
     return "--processes and --multi-process exclude each other (--processes starts the ranks)";
@@ -429,6 +456,10 @@ void print_table(std::ostream& out, const CliOptions& o, int64_t scale, const st
       << "in --json); max_diff: largest |port - reference| over owned elements after "
       << (o.layout_only ? 0 : o.steps) << " steps,\n0 = bit-identical"
       << (o.layout_only ? "; outcomes predicted by the model" : "") << "\n";
+  if (o.world.tp > 1) {
+    out << "tp=" << o.world.tp << ": the rows are TP rank 0 of each stage and DP rank; every TP "
+        << "rank of a stage holds the same structure\n";
+  }
   out << std::left << std::setw(9) << "variant" << std::right << std::setw(5) << "rank"
       << std::setw(6) << "stage" << std::setw(4) << "dp" << std::setw(4) << "ep" << std::setw(8)
       << "params" << std::setw(6) << "fp32" << std::setw(8) << "pieces" << std::setw(6) << "fp32"
@@ -457,6 +488,15 @@ void print_table(std::ostream& out, const CliOptions& o, int64_t scale, const st
   }
 }
 
+// The pipeline split in the header: " layout=L", " first_stage_layers=N ...", or nothing (even).
+std::string pipeline_split(const WorldSizes& w) {
+  std::string s;
+  if (!w.pipeline_layout.empty()) s += " pipeline_layout=" + w.pipeline_layout;
+  if (w.first_stage_layers > 0) s += " first_stage_layers=" + std::to_string(w.first_stage_layers);
+  if (w.last_stage_layers > 0) s += " last_stage_layers=" + std::to_string(w.last_stage_layers);
+  return s;
+}
+
 std::string stats_line(const RunStats& s) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(2) << "stats: wall " << s.wall_s << " s, cpu " << s.cpu_s
@@ -471,6 +511,40 @@ std::variant<ModelInventory, std::string> load_model(const CliOptions& o, int64_
   if (!o.model_file.empty()) return load_inventory_file(o.model_file, scale);
   if (auto model = builtin_model(o.model, scale)) return std::move(*model);
   return "unknown model '" + o.model + "'";
+}
+
+std::variant<WorldSizes, std::string> checked_world(const CliOptions& o,
+                                                    const ModelInventory& model) {
+  WorldSizes w = o.world;
+  if (w.pipeline_layout == "none") {
+    w.pipeline_layout.clear();
+  } else if (w.pipeline_layout.empty() && w.first_stage_layers == 0 &&
+             w.last_stage_layers == 0 && !model.pipeline_layout.empty()) {
+    // The model's layout, where it fits the world (Megatron derives VPP from a layout's stage
+    // count: transformer_config.py lines 2432-2445).
+    auto stages = parse_pipeline_layout(model.pipeline_layout);
+    if (auto* why = std::get_if<std::string>(&stages)) return "the model's layout: " + *why;
+    if (std::get<std::vector<std::string>>(stages).size() ==
+        static_cast<size_t>(w.pp) * static_cast<size_t>(w.vpp)) {
+      w.pipeline_layout = model.pipeline_layout;
+    }
+  }
+  bool mtp = false;
+  for (const auto& p : model.params) mtp |= p.layer == -3;
+  if (auto why = validate_world(w, model.num_layers, mtp)) return *why;
+  if (model.num_experts > 0 && model.num_experts % w.ep != 0) {
+    return "ep=" + std::to_string(w.ep) + " does not divide the " +
+           std::to_string(model.num_experts) + " experts";
+  }
+  if (w.tp > 1) {
+    // Checked at full size: a scaled model keeps the structure, not the divisibility.
+    auto full = load_model(o, 1);
+    if (auto* why = std::get_if<std::string>(&full)) return *why;
+    if (auto why = validate_tp(std::get<ModelInventory>(full).params, w.tp)) {
+      return *why + " at full size";
+    }
+  }
+  return w;
 }
 
 int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
@@ -495,7 +569,8 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
   const ModelInventory& model = std::get<ModelInventory>(loaded);
   const std::vector<InventoryParam>& params = model.params;
   const int num_layers = model.num_layers, num_experts = model.num_experts;
-  if (auto why = validate_world(o.world, num_layers)) {
+  auto world = checked_world(o, model);
+  if (auto* why = std::get_if<std::string>(&world)) {
     err << "shardcheck-sim: impossible world for " << model.name << ": " << *why << "\n";
     return 2;
   }
@@ -505,20 +580,16 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     err << "shardcheck-sim: --device=cuda but " << sut::cpu_fallback_reason() << "\n";
     return 2;
   }
-  if (num_experts > 0 && num_experts % o.world.ep != 0) {
-    err << "shardcheck-sim: ep=" << o.world.ep << " does not divide the " << num_experts
-        << " experts of " << model.name << "\n";
-    return 2;
-  }
-  const WorldSizes& w = o.world;
+  const WorldSizes& w = std::get<WorldSizes>(world);
   const std::string header =
       "SEED=" + std::to_string(o.seed) + " model=" + model.name +
       (o.model_file.empty() ? "" : " model_file=" + o.model_file) + " scale=" +
       std::to_string(scale) + " mode=" + (o.layout_only ? "layout-only" : "tensors") +
-      " steps=" + std::to_string(o.layout_only ? 0 : o.steps) + " pp=" + std::to_string(w.pp) + " vpp=" + std::to_string(w.vpp) +
-      " ep=" + std::to_string(w.ep) + " dp=" + std::to_string(w.dp) +
-      " expert_dp=" + std::to_string(w.dp / w.ep) + " offload=" + (o.offload ? "on" : "off") +
-      " offload_fraction=" + [&] {
+      " steps=" + std::to_string(o.layout_only ? 0 : o.steps) + " tp=" + std::to_string(w.tp) +
+      (w.tp > 1 ? " tp_rank=0" : "") + " pp=" + std::to_string(w.pp) +
+      " vpp=" + std::to_string(w.vpp) + pipeline_split(w) + " ep=" + std::to_string(w.ep) +
+      " dp=" + std::to_string(w.dp) + " expert_dp=" + std::to_string(w.dp / w.ep) +
+      " offload=" + (o.offload ? "on" : "off") + " offload_fraction=" + [&] {
         std::ostringstream f;
         f << o.offload_fraction;
         return f.str();

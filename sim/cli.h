@@ -19,7 +19,8 @@ namespace sc::sim {
 struct CliOptions {
   std::string model = "dsv4-flash";
   std::string model_file;  // a JSON model file (models/README.md) instead of a built-in model
-  WorldSizes world{8, 3, 4, 4};
+  // The sizes and the pipeline split; world.pipeline_layout "none" turns the model's layout off.
+  WorldSizes world{8, 3, 4, 4, 1, 0, 0, ""};
   std::vector<std::string> variants{"upstream", "pr6982"};
   bool offload = true;
   double offload_fraction = 1.0;
@@ -52,10 +53,16 @@ int run_cli(const CliOptions& options, std::ostream& out, std::ostream& err);
 // The model `options` choose (--model or --model-file) at `scale`, or a message naming the
 // problem: an unknown name, or the file and the line or field of a bad model file.
 std::variant<ModelInventory, std::string> load_model(const CliOptions& options, int64_t scale);
+// The world `o` asks for on `model`, checked: o.world with the model's pipeline layout when no
+// split is asked for and the layout has pp * vpp stages; the pipeline split as Megatron makes it;
+// EP dividing the experts; TP dividing every dimension it splits at full size. Or the message.
+std::variant<WorldSizes, std::string> checked_world(const CliOptions& o,
+                                                    const ModelInventory& model);
 // parse_cli + run_cli, printing parse errors to `err` with exit status 2.
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-// The main job's case for pipeline stage `stage` and EP rank `ep_rank` of `inventory`.
+// The main job's case for pipeline stage `stage` and EP rank `ep_rank` of `inventory` (TP rank
+// 0), in the world o.world (a checked one: checked_world).
 model::CaseSpec main_job_case(const CliOptions& o, const std::vector<InventoryParam>& inventory,
                               int num_layers, int num_experts, int stage, int ep_rank);
 // The main job's inputs of step k (grads from the seed, the groups' hyper-parameters).

@@ -134,10 +134,11 @@ std::string substitute(const std::string& s, const std::map<std::string, std::st
 
 const std::vector<std::string> kTopKeys{"name",        "description", "num_layers",
                                         "num_experts", "dtype",       "scalable",
-                                        "dims",        "blocks",      "params"};
+                                        "dims",        "blocks",      "params",
+                                        "pipeline_layout"};
 const std::vector<std::string> kParamKeys{"name",         "shape",        "dtype",
                                           "place",        "keep_in_fp32", "shared_embedding",
-                                          "weight_decay", "expert"};
+                                          "weight_decay", "expert",       "tp_split"};
 
 class Expander {
  public:
@@ -178,6 +179,10 @@ class Expander {
     }
     if (root_.contains("dtype")) dtype_ = get_dtype(root_.at("dtype"), "dtype");
     scalable_ = get_bool(root_, "", "scalable", true);
+    if (root_.contains("pipeline_layout")) {
+      out_.pipeline_layout = get_string(root_.at("pipeline_layout"), "pipeline_layout");
+      if (out_.pipeline_layout.empty()) fail("pipeline_layout", "must not be empty");
+    }
   }
 
   void dims() {
@@ -373,6 +378,19 @@ class Expander {
       p.expert = static_cast<int>(get_int(e.at("expert"), xp, 0, out_.num_experts - 1));
     }
     p.spec.is_expert = p.expert >= 0;
+    p.tp_split = default_tp_split(p.spec.name);
+    if (e.contains("tp_split")) {
+      const std::string tp = member(path, "tp_split");
+      const std::string& text = get_string(e.at("tp_split"), tp);
+      const auto split = parse_tp_split(text);
+      if (!split) {
+        fail(tp, "unknown split " + in_quotes(text) + " (known: none, column, row, vocab)");
+      }
+      p.tp_split = *split;
+      if (p.tp_split == TpSplit::kRow && p.spec.shape.size() < 2) {
+        fail(tp, "a row-parallel parameter needs 2 or more dimensions");
+      }
+    }
     add(std::move(p), np);
   }
 

@@ -52,6 +52,8 @@ using std::chrono::milliseconds;
 
 // What the options make of the world, checked once.
 struct Setup {
+  CliOptions o;  // the options with the checked world (the model's layout applied)
+  std::string model_name;
   std::vector<InventoryParam> inventory;
   int num_layers = 0;
   int num_experts = 0;
@@ -62,15 +64,20 @@ struct Setup {
 std::variant<Setup, std::string> prepare(const CliOptions& o) {
   if (auto why = check_multi_process_options(o)) return *why;
   const int64_t scale = o.scale > 0 ? o.scale : 64;
-  auto inventory = build_inventory(o.model, scale);
-  if (!inventory) return "unknown model '" + o.model + "'";
-  Setup s;
-  s.inventory = std::move(inventory->first);
-  s.num_layers = inventory->second;
-  if (auto why = validate_world(o.world, s.num_layers)) {
-    return "impossible world for " + o.model + ": " + *why;
+  auto loaded = load_model(o, scale);  // the CLI's loader: --model or --model-file
+  if (auto* why = std::get_if<std::string>(&loaded)) return *why;
+  ModelInventory& model = std::get<ModelInventory>(loaded);
+  auto world = checked_world(o, model);
+  if (auto* why = std::get_if<std::string>(&world)) {
+    return "impossible world for " + model.name + ": " + *why;
   }
-  for (const auto& p : s.inventory) s.num_experts = std::max(s.num_experts, p.expert + 1);
+  Setup s;
+  s.o = o;
+  s.o.world = std::get<WorldSizes>(world);
+  s.model_name = model.name;
+  s.inventory = std::move(model.params);
+  s.num_layers = model.num_layers;
+  s.num_experts = model.num_experts;
   s.behaviour = *sut::behaviour_by_name(o.variants.front());
   s.device = sut::pick_device();
   if (o.device == "cpu") s.device = torch::Device(torch::kCPU);
@@ -146,10 +153,6 @@ std::optional<std::string> check_multi_process_options(const CliOptions& o) {
   if (o.variants.size() != 1) {
     return "the multi-process mode runs one variant; pass --variant=NAME";
   }
-  if (o.world.ep != 1) {
-    return "the multi-process mode needs --ep=1 (the main job draws values per EP rank, so a DP "
-           "group would not hold one model)";
-  }
   if (o.layout_only) return "--layout-only has no tensors to communicate; drop it";
   if (o.check_determinism) return "--check-determinism runs in-process only";
   if (o.json) return "--json is not available in the multi-process mode";
@@ -168,18 +171,21 @@ std::optional<std::string> check_multi_process_options(const CliOptions& o) {
 
 namespace {
 
-// What the in-process mode holds after each step of one stage.
+// What the in-process mode holds after each step of one stage and EP rank.
 struct StageDigests {
-  std::vector<uint64_t> params;              // [step]: the assembled full parameters
-  std::vector<std::vector<uint64_t>> state;  // [step][instance * dp + DP rank]: RankRig::digest
+  std::vector<uint64_t> params;  // [step]: the assembled full parameters
+  // [step][member]: RankRig::digest of the dense instance at DP rank d (member d), then of the
+  // expert instance at expert-DP rank e (member dp + e)
+  std::vector<std::vector<uint64_t>> state;
 };
 
-// The in-process mode for one stage: its DP ranks' rigs, stepped together, the digest of the
-// assembled parameters and of every rig's owned pieces and optimizer state after each step.
-std::variant<StageDigests, std::string> stage_digests(const CliOptions& o, const Setup& s,
-                                                      int stage) {
+// The in-process mode for one stage and EP rank: the dense instance at every DP rank and the
+// expert instance at every expert-DP rank (dp / ep of them), stepped together; the digest of
+// the assembled parameters and of every rig's owned pieces and optimizer state after each step.
+std::variant<StageDigests, std::string> stage_digests(const Setup& s, int stage, int ep_rank) {
+  const CliOptions& o = s.o;
   const model::CaseSpec c =
-      main_job_case(o, s.inventory, s.num_layers, s.num_experts, stage, /*ep_rank=*/0);
+      main_job_case(o, s.inventory, s.num_layers, s.num_experts, stage, ep_rank);
   struct Member {
     model::Instance inst;
     std::vector<int> case_params;
@@ -187,11 +193,13 @@ std::variant<StageDigests, std::string> stage_digests(const CliOptions& o, const
   };
   std::vector<Member> members;
   for (model::Instance inst : instances_of(c)) {
-    for (int d = 0; d < o.world.dp; ++d) {
+    const int size = static_cast<int>(model::instance_dp(c, inst));
+    for (int d = 0; d < size; ++d) {
       auto rig = std::make_unique<RankRig>(c, inst, d, s.behaviour, s.device, o.seed);
       if (rig->construction().error) {
-        return "in-process rank " + std::to_string(d) + " of stage " + std::to_string(stage) +
-               ": " + construction_outcome(c, rig->construction());
+        return "in-process " + std::string(inst == model::Instance::kExpert ? "expert-DP" : "DP") +
+               " rank " + std::to_string(d) + " of stage " + std::to_string(stage) + ": " +
+               construction_outcome(c, rig->construction());
       }
       members.push_back(Member{inst, case_params_of(c, inst), std::move(rig)});
     }
@@ -199,10 +207,12 @@ std::variant<StageDigests, std::string> stage_digests(const CliOptions& o, const
   StageDigests out;
   for (int k = 0; k < o.steps; ++k) {
     const model::StepInputs in = main_job_step(c, o.seed, k);
-    out.state.emplace_back();
+    out.state.emplace_back(static_cast<size_t>(o.world.dp + o.world.dp / o.world.ep), 0);
+    int dense = 0, expert = 0;
     for (Member& m : members) {
       m.rig->step(in);
-      out.state.back().push_back(m.rig->digest());
+      const bool is_expert = m.inst == model::Instance::kExpert;
+      out.state.back()[is_expert ? o.world.dp + expert++ : dense++] = m.rig->digest();
     }
     std::vector<std::vector<float>> full(c.params.size());
     std::vector<std::vector<char>> covered(c.params.size());
@@ -241,7 +251,9 @@ std::variant<std::vector<uint64_t>, std::string> in_process_param_digests(const 
                                                                           int rank) {
   auto setup = prepare(o);
   if (auto* why = std::get_if<std::string>(&setup)) return *why;
-  auto digests = stage_digests(o, std::get<Setup>(setup), rank / o.world.dp);
+  const Setup& s = std::get<Setup>(setup);
+  const int dp = s.o.world.dp;
+  auto digests = stage_digests(s, rank / dp, (rank % dp) % s.o.world.ep);
   if (auto* why = std::get_if<std::string>(&digests)) return *why;
   return std::get<StageDigests>(digests).params;
 }
@@ -377,29 +389,36 @@ void store_set(c10d::Store& store, const std::string& key, const std::string& va
 
 }  // namespace
 
-int run_worker(const CliOptions& o, std::ostream& out, std::ostream& err) {
+int run_worker(const CliOptions& options, std::ostream& out, std::ostream& err) {
   auto env_or = read_env();
   if (auto* why = std::get_if<std::string>(&env_or)) {
     emit(err, "shardcheck-sim: " + *why);
     return 2;
   }
   const Env env = std::get<Env>(env_or);
-  const int world = o.world.pp * o.world.dp;
+  const int world = options.world.pp * options.world.dp;
   if (env.world != world) {
     emit(err, "shardcheck-sim: WORLD_SIZE=" + std::to_string(env.world) + " but --pp=" +
-                  std::to_string(o.world.pp) + " --dp=" + std::to_string(o.world.dp) +
-                  " make " + std::to_string(world) + " ranks");
+                  std::to_string(options.world.pp) + " --dp=" +
+                  std::to_string(options.world.dp) + " make " + std::to_string(world) +
+                  " ranks");
     return 2;
   }
-  auto setup_or = prepare(o);
+  auto setup_or = prepare(options);
   if (auto* why = std::get_if<std::string>(&setup_or)) {
     emit(err, "shardcheck-sim: " + *why);
     return 2;
   }
   Setup& s = std::get<Setup>(setup_or);
-  const int stage = env.rank / o.world.dp, dp_rank = env.rank % o.world.dp;
+  const CliOptions& o = s.o;
+  const int dp = o.world.dp, ep = o.world.ep, expert_dp = dp / ep;
+  const int stage = env.rank / dp, dp_rank = env.rank % dp;
+  // Megatron's order of the expert groups (EP before expert DP): EP rank dp_rank % ep, expert-DP
+  // rank dp_rank / ep, as in the in-process mode's rows.
+  const int ep_rank = dp_rank % ep, edp_rank = dp_rank / ep;
   const std::string me = "rank " + std::to_string(env.rank) + " stage " + std::to_string(stage) +
-                         " dp " + std::to_string(dp_rank);
+                         " dp " + std::to_string(dp_rank) +
+                         (ep > 1 ? " ep " + std::to_string(ep_rank) : std::string());
   auto fault_here = [&](const char* kind) {
     return o.fault == kind && (o.fault_rank < 0 || o.fault_rank == env.rank);
   };
@@ -442,20 +461,32 @@ int run_worker(const CliOptions& o, std::ostream& out, std::ostream& err) {
 
     // Construction, then every rank learns every rank's outcome.
     const model::CaseSpec c =
-        main_job_case(o, s.inventory, s.num_layers, s.num_experts, stage, /*ep_rank=*/0);
-    std::vector<std::unique_ptr<RankRig>> rigs;
-    std::vector<std::vector<int>> rig_params;
+        main_job_case(o, s.inventory, s.num_layers, s.num_experts, stage, ep_rank);
+    struct Instance {
+      model::Instance inst;
+      int rank = 0, size = 1;  // in its DP group: dense DP, or expert DP
+      std::unique_ptr<RankRig> rig;
+      std::vector<int> params;  // case parameters, in the rig's order
+      DpGroup* group = nullptr;
+    };
+    std::vector<Instance> rigs;
     std::string outcome = "OK";
     for (model::Instance inst : instances_of(c)) {
-      rigs.push_back(std::make_unique<RankRig>(c, inst, dp_rank, s.behaviour, s.device, o.seed));
-      rig_params.push_back(case_params_of(c, inst));
-      if (outcome == "OK") outcome = construction_outcome(c, rigs.back()->construction());
+      Instance i;
+      i.inst = inst;
+      const bool expert = inst == model::Instance::kExpert;
+      i.rank = expert ? edp_rank : dp_rank;
+      i.size = expert ? expert_dp : dp;
+      i.rig = std::make_unique<RankRig>(c, inst, i.rank, s.behaviour, s.device, o.seed);
+      i.params = case_params_of(c, inst);
+      if (outcome == "OK") outcome = construction_outcome(c, i.rig->construction());
+      rigs.push_back(std::move(i));
     }
     // The in-process mode's digests, computed before the first collective so that its time
     // does not count against the collective timeout.
     StageDigests expected;
     if (outcome == "OK") {
-      auto digests = stage_digests(o, s, stage);
+      auto digests = stage_digests(s, stage, ep_rank);
       if (auto* why = std::get_if<std::string>(&digests)) throw std::runtime_error(*why);
       expected = std::get<StageDigests>(digests);
     }
@@ -466,9 +497,8 @@ int run_worker(const CliOptions& o, std::ostream& out, std::ostream& err) {
           store_get(*store, run + "construction/" + std::to_string(r),
                     "construction report from rank " + std::to_string(r), o.collective_timeout_s);
       if (theirs != "OK") {
-        failed.push_back("rank " + std::to_string(r) + " (stage " +
-                         std::to_string(r / o.world.dp) + ", dp " +
-                         std::to_string(r % o.world.dp) + ") failed construction: " + theirs);
+        failed.push_back("rank " + std::to_string(r) + " (stage " + std::to_string(r / dp) +
+                         ", dp " + std::to_string(r % dp) + ") failed construction: " + theirs);
       }
     }
     if (!failed.empty()) {
@@ -479,36 +509,55 @@ int run_worker(const CliOptions& o, std::ostream& out, std::ostream& err) {
       return finish(1);
     }
 
-    // The DP group of this stage: the ranks stage * dp ... stage * dp + dp - 1 (EP is 1, so the
-    // expert instance's DP group is the same set).
-    DpGroup group;
-    group.name = "the DP group of stage " + std::to_string(stage);
-    group.size = o.world.dp;
-    group.rank = dp_rank;
-    group.timeout_s = o.collective_timeout_s;
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
-        run + "dp-stage-" + std::to_string(stage), store);
+    // The process groups of this stage: the dense DP group (ranks stage * dp ... stage * dp +
+    // dp - 1) and, with EP above 1, the expert DP group of this EP rank (the ranks of the stage
+    // whose DP rank is ep_rank modulo ep), as Megatron's parallel_state builds them. With EP 1
+    // the expert DP group has the dense group's members, and the dense group serves both.
+    auto make_group = [&](const std::string& name, const std::string& key, int rank, int size) {
+      auto group = std::make_unique<DpGroup>();
+      group->name = name;
+      group->size = size;
+      group->rank = rank;
+      group->timeout_s = o.collective_timeout_s;
+      auto prefixed = c10::make_intrusive<c10d::PrefixStore>(run + key, store);
 #if SC_TORCH_CUDA
-    if (s.device.is_cuda()) {
-      auto opts = c10d::ProcessGroupNCCL::Options::create();
-      opts->timeout = timeout;
-      group.nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, dp_rank, group.size, opts);
-    }
-    if (!group.nccl)
+      if (s.device.is_cuda()) {
+        auto opts = c10d::ProcessGroupNCCL::Options::create();
+        opts->timeout = timeout;
+        group->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
+      }
+      if (!group->nccl)
 #endif
-    {
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      const bool loopback = env.addr == "localhost" || env.addr.rfind("127.", 0) == 0;
-      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-      opts->devices.push_back(
-          ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
-          : loopback        ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                            : c10d::ProcessGroupGloo::createDefaultDevice());
-      try {
-        group.gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, dp_rank, group.size,
-                                                                 opts);
-      } catch (const std::exception& e) {
-        throw std::runtime_error("cannot form " + group.name + ": " + short_what(e));
+      {
+        auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+        const bool loopback = env.addr == "localhost" || env.addr.rfind("127.", 0) == 0;
+        const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+        opts->devices.push_back(
+            ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+            : loopback        ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                              : c10d::ProcessGroupGloo::createDefaultDevice());
+        try {
+          group->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("cannot form " + name + ": " + short_what(e));
+        }
+      }
+      return group;
+    };
+    std::unique_ptr<DpGroup> dense_group = make_group(
+        "the DP group of stage " + std::to_string(stage), "dp-stage-" + std::to_string(stage),
+        dp_rank, dp);
+    std::unique_ptr<DpGroup> expert_group;
+    for (Instance& i : rigs) {
+      if (i.inst == model::Instance::kExpert && ep > 1) {
+        expert_group = make_group("the expert DP group of stage " + std::to_string(stage) +
+                                      " EP rank " + std::to_string(ep_rank),
+                                  "edp-stage-" + std::to_string(stage) + "-ep-" +
+                                      std::to_string(ep_rank),
+                                  edp_rank, expert_dp);
+        i.group = expert_group.get();
+      } else {
+        i.group = dense_group.get();
       }
     }
     if (fault_here("exit")) {
@@ -516,59 +565,71 @@ int run_worker(const CliOptions& o, std::ostream& out, std::ostream& err) {
       std::_Exit(3);
     }
 
+    // The ranks of this stage that hold the same model (dense and experts): its DP group when
+    // EP is 1, the ranks of its EP rank otherwise.
+    std::vector<int> replicas;
+    for (int d = ep_rank; d < dp; d += ep) replicas.push_back(stage * dp + d);
     uint64_t last = 0;
     for (int k = 0; k < o.steps; ++k) {
       const model::StepInputs in = main_job_step(c, o.seed, k);
-      // The local grads: this rank's bit field of every reduced gradient, so that the SUM of the
-      // DP group is the in-process mode's gradient exactly, in whatever order the collective
-      // adds. (Megatron's pre-scaling by 1/dp is exact only for some values and orders; the
-      // local grads stand for the already-scaled contributions.)
-      model::StepInputs local;
-      local.grads.resize(in.grads.size());
-      for (size_t p = 0; p < in.grads.size(); ++p) {
-        local.grads[p].resize(in.grads[p].size());
-        for (size_t e = 0; e < in.grads[p].size(); ++e) {
-          local.grads[p][e] = fault_here("drop-grads") ? 0.0f
-                                                       : grad_part(in.grads[p][e], dp_rank,
-                                                                   o.world.dp);
-        }
-      }
       if (k == 0 && fault_here("stall")) {
         emit(err, me + ": stalling before its first collective (--fault=stall)");
         std::this_thread::sleep_for(std::chrono::hours(1));
       }
-      for (size_t i = 0; i < rigs.size(); ++i) {
-        rigs[i]->write_main_grads(local.grads);
-        const auto buffers = rigs[i]->buffers();
+      for (Instance& i : rigs) {
+        // The local grads: this rank's bit field of every reduced gradient within the group
+        // that reduces it, so that the SUM over the group is the in-process mode's gradient
+        // exactly, in whatever order the collective adds. (Megatron's pre-scaling by 1/dp is
+        // exact only for some values and orders; the local grads stand for the already-scaled
+        // contributions.)
+        std::vector<std::vector<float>> local(in.grads.size());
+        for (int p : i.params) {
+          local[p].resize(in.grads[p].size());
+          for (size_t e = 0; e < in.grads[p].size(); ++e) {
+            local[p][e] = fault_here("drop-grads") ? 0.0f
+                                                   : grad_part(in.grads[p][e], i.rank, i.size);
+          }
+        }
+        for (size_t p = 0; p < local.size(); ++p) {
+          if (local[p].empty()) local[p].assign(in.grads[p].size(), 0.0f);
+        }
+        i.rig->write_main_grads(local);
+        const auto buffers = i.rig->buffers();
         for (size_t b = 0; b < buffers.size(); ++b) {
           for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
-            reduce_scatter(group, buffers[b]->buckets()[u].grad_data,
+            reduce_scatter(*i.group, buffers[b]->buckets()[u].grad_data,
                            "step " + std::to_string(k) + " buffer " + std::to_string(b) +
                                " bucket " + std::to_string(u));
           }
         }
-        rigs[i]->step_with_main_grads(in);
+        i.rig->step_with_main_grads(in);
         if (o.fault == "skip-all-gather") continue;
         for (size_t b = 0; b < buffers.size(); ++b) {
           for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
-            all_gather(group, buffers[b]->buckets()[u].param_data,
+            all_gather(*i.group, buffers[b]->buckets()[u].param_data,
                        "step " + std::to_string(k) + " buffer " + std::to_string(b) +
                            " bucket " + std::to_string(u));
           }
         }
       }
-      // Every rank's full parameters against its DP group's and the in-process mode's.
-      std::vector<std::vector<float>> full(c.params.size());
-      for (size_t i = 0; i < rigs.size(); ++i) {
-        auto values = rigs[i]->model_values();
-        for (size_t j = 0; j < values.size(); ++j) full[rig_params[i][j]] = std::move(values[j]);
+      // Every rank's full parameters against its replicas' and the in-process mode's, and its
+      // dense parameters against every rank of its dense DP group.
+      std::vector<std::vector<float>> full(c.params.size()), dense;
+      for (Instance& i : rigs) {
+        auto values = i.rig->model_values();
+        for (size_t j = 0; j < values.size(); ++j) {
+          if (i.inst == model::Instance::kDense) dense.push_back(values[j]);
+          full[i.params[j]] = std::move(values[j]);
+        }
       }
       last = digest_params(full);
+      const std::string dense_digest = hex(digest_params(dense));
       const std::string key = run + "digest/" + std::to_string(k) + "/";
       store_set(*store, key + std::to_string(env.rank), hex(last));
+      store_set(*store, key + "dense/" + std::to_string(env.rank), dense_digest);
       std::string problem;
-      for (int d = 0; d < o.world.dp && problem.empty(); ++d) {
-        const int r = stage * o.world.dp + d;
+      for (int r : replicas) {
+        if (!problem.empty()) break;
         const std::string theirs =
             store_get(*store, key + std::to_string(r),
                       "step " + std::to_string(k) + " digest from rank " + std::to_string(r),
@@ -576,7 +637,19 @@ int run_worker(const CliOptions& o, std::ostream& out, std::ostream& err) {
         if (theirs != hex(last)) {
           problem = "after step " + std::to_string(k + 1) + " its parameters (" + hex(last) +
                     ") differ from those of rank " + std::to_string(r) + " (" + theirs +
-                    "), same DP group";
+                    (ep > 1 ? "), same stage and EP rank" : "), same DP group");
+        }
+      }
+      for (int d = 0; d < dp && problem.empty() && ep > 1; ++d) {
+        const int r = stage * dp + d;
+        const std::string theirs = store_get(
+            *store, key + "dense/" + std::to_string(r),
+            "step " + std::to_string(k) + " dense digest from rank " + std::to_string(r),
+            o.collective_timeout_s);
+        if (theirs != dense_digest) {
+          problem = "after step " + std::to_string(k + 1) + " its dense parameters (" +
+                    dense_digest + ") differ from those of rank " + std::to_string(r) + " (" +
+                    theirs + "), same DP group";
         }
       }
       if (problem.empty() && last != expected.params[k]) {
@@ -585,11 +658,14 @@ int run_worker(const CliOptions& o, std::ostream& out, std::ostream& err) {
       }
       // The fp32 main params and the moments see every bit of the reduced gradient, which
       // 16-bit model params may round away.
-      for (size_t i = 0; i < rigs.size() && problem.empty(); ++i) {
-        const uint64_t want = expected.state[k][i * o.world.dp + dp_rank], got = rigs[i]->digest();
+      for (const Instance& i : rigs) {
+        if (!problem.empty()) break;
+        const bool is_expert = i.inst == model::Instance::kExpert;
+        const uint64_t want = expected.state[k][is_expert ? dp + i.rank : i.rank];
+        const uint64_t got = i.rig->digest();
         if (got != want) {
           problem = "after step " + std::to_string(k + 1) + " the optimizer state of its " +
-                    (i == 0 ? "dense" : "expert") + " instance (owned pieces, main params, " +
+                    (is_expert ? "expert" : "dense") + " instance (owned pieces, main params, " +
                     "moments: " + hex(got) + ") differs from the in-process mode's (" +
                     hex(want) + ")";
         }
@@ -622,6 +698,7 @@ int run_local_launcher(const CliOptions& o, std::ostream& out, std::ostream& err
     emit(err, "shardcheck-sim: cannot find this program's path (/proc/self/exe)");
     return 2;
   }
+  const Setup& s = std::get<Setup>(setup_or);
   LaunchSpec spec;
   spec.program.assign(exe, static_cast<size_t>(n));
   // The ranks get this run's arguments less the launcher's own (--name=value or --name value).
@@ -639,12 +716,16 @@ int run_local_launcher(const CliOptions& o, std::ostream& out, std::ostream& err
   spec.processes = o.processes;
   spec.timeout_s = o.launch_timeout_s;
   spec.master_port = pick_free_port(spec.master_addr);
-  const Setup& s = std::get<Setup>(setup_or);
   std::ostringstream header;
-  header << "SEED=" << o.seed << " model=" << o.model
+  const WorldSizes& w = s.o.world;
+  header << "SEED=" << o.seed << " model=" << s.model_name
+         << (o.model_file.empty() ? "" : " model_file=" + o.model_file)
          << " scale=" << (o.scale > 0 ? o.scale : 64) << " mode=multi-process processes="
-         << o.processes << " pp=" << o.world.pp << " vpp=" << o.world.vpp << " ep=1 dp="
-         << o.world.dp << " steps=" << o.steps << " offload=" << (o.offload ? "on" : "off")
+         << o.processes << " pp=" << w.pp << " vpp=" << w.vpp
+         << (w.pipeline_layout.empty() ? "" : " pipeline_layout=" + w.pipeline_layout)
+         << " ep=" << w.ep << " dp=" << w.dp << " expert_dp=" << w.dp / w.ep << " tp=" << w.tp
+         << (w.tp > 1 ? " tp_rank=0" : "") << " steps=" << o.steps
+         << " offload=" << (o.offload ? "on" : "off")
          << " offload_fraction=" << o.offload_fraction
          << " precision_aware=" << (o.precision_aware ? "on" : "off")
          << " device=" << (s.device.is_cuda() ? "cuda backend=nccl" : "cpu backend=gloo")

@@ -44,9 +44,18 @@ TEST(Cli, RejectsUnknownModelAndVariant) {
 
 TEST(Cli, RejectsImpossibleWorlds) {
   expect_rejected({"--ep=3", "--dp=4"}, "expert-parallel size 3 must divide the data-parallel size 4");
-  expect_rejected({"--pp=8", "--vpp=8"}, "pp * vpp = 64 exceeds the 43 decoder layers");
+  // No layout of 64 stages: Megatron's even split cannot take 43 layers.
+  expect_rejected({"--pp=8", "--vpp=8"},
+                  "num_layers=43 should be divisible by config.pipeline_model_parallel_size=8");
   expect_rejected({"--model=mixed-dtype-net", "--pp=2", "--vpp=1", "--ep=1"},
-                  "pp * vpp = 2 exceeds the 1 decoder layers");
+                  "pp = 2 exceeds the 1 decoder layers");
+  expect_rejected({"--model=llama", "--pp=64", "--vpp=1", "--ep=1"},
+                  "pp = 64 exceeds the 32 decoder layers");
+  expect_rejected({"--model=llama", "--pp=4", "--vpp=3", "--ep=1"},
+                  "num_layers_per_pipeline_rank 8 should be divisible by vp_size 3");
+  expect_rejected({"--model-file=" + std::string(SC_SOURCE_DIR) + "/models/tiny-moe.json",
+                   "--pp=1", "--vpp=1", "--ep=3", "--dp=3"},
+                  "impossible world for tiny-moe: ep=3 does not divide the 8 experts");
 }
 
 TEST(Cli, RejectsMalformedArguments) {
@@ -211,7 +220,10 @@ TEST(Cli, BadModelFilesExitTwoNamingTheFileAndTheLineOrField) {
                   "absent.json: cannot open the model file");
   expect_rejected({"--model-file="}, "--model-file=: expected a file name");
   expect_rejected({"--model=llama", "--model-file=" + dtype}, "exclude each other");
-  expect_rejected({"--model-file=" + dtype, "--processes=2"}, "not supported in the multi-process");
+  // The multi-process mode loads model files through the same loader.
+  expect_rejected({"--model-file=" + dtype, "--processes=2", "--variant=pr6982", "--pp=1",
+                   "--vpp=1", "--ep=1", "--dp=2"},
+                  "dtype.json: params[1].dtype: unknown dtype \"bf61\"");
   // The world is checked against the file's counts: 1 layer cannot fill pp * vpp = 24 chunks.
   const std::string tiny = models_dir() + "mixed-dtype-net.json";
   expect_rejected({"--model-file=" + tiny}, "impossible world for mixed-dtype-net");
@@ -290,6 +302,101 @@ TEST(Cli, StatsReportTimeAndPeakMemoryOfTheFullSizeLayoutOnlyWorld) {
   EXPECT_EQ(run({"--model=mixed-dtype-net", "--pp=1", "--vpp=1", "--ep=1", "--layout-only"})
                 .out.find("stats:"),
             std::string::npos);
+}
+
+const std::vector<std::string> kLlamaSmall{"--model=llama", "--ep=1", "--layout-only", "--json",
+                                           "--variant=pr6982"};
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The "params" column of a --json run, one value per rank.
+std::vector<int> params_per_rank(const CliRun& r) {
+  std::vector<int> out;
+  const nlohmann::json parsed = nlohmann::json::parse(r.out);
+  for (const auto& rank : parsed.at("ranks")) {
+    out.push_back(rank.at("params").get<int>());
+  }
+  return out;
+}
+
+TEST(Cli, TheSeedWorldUsesTheModelsPipelineLayout) {
+  const CliRun r = run({"--layout-only", "--variant=pr6982", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("tp=1 pp=8 vpp=3 pipeline_layout=Et|(tt|)*20t|t|mL ep=4"),
+            std::string::npos)
+      << r.out.substr(0, 300);
+  // Without it Megatron cannot split the 43 layers.
+  expect_rejected({"--pipeline-layout=none"}, "num_layers=43 should be divisible");
+  // Another world does not take a layout of 24 stages.
+  expect_rejected({"--pp=4", "--vpp=3"}, "num_layers=43 should be divisible by");
+}
+
+TEST(Cli, PipelineLayoutPlacesTheLayers) {
+  // Llama: 6 parameters per layer; stage 0 holds the embedding and 10 layers, stage 1 the other
+  // 22, the final norm and the output layer.
+  const CliRun r =
+      run(plus(kLlamaSmall, {"--pp=2", "--vpp=1", "--dp=1", "--pipeline-layout=Et*10|t*22L"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(params_per_rank(r), (std::vector<int>{61, 134}));
+  expect_rejected(plus(kLlamaSmall, {"--pp=2", "--vpp=1", "--pipeline-layout=Et|tL"}),
+                  "pipeline layout: 2 decoder layers (t), but the model has 32");
+  expect_rejected({"--pipeline-layout=Et|tx"}, "--pipeline-layout=Et|tx: invalid layer character");
+  expect_rejected({"--pipeline-layout="}, "expected a layout");
+  expect_rejected({"--pipeline-layout=Et|tL", "--first-stage-layers=1"}, "excludes");
+}
+
+TEST(Cli, UnevenFirstAndLastStages) {
+  // 32 layers over PP 4: 2 on the first stage, 6 on the last, 12 on each middle stage.
+  const CliRun r = run(plus(kLlamaSmall, {"--pp=4", "--vpp=1", "--dp=1", "--first-stage-layers=2",
+                                          "--last-stage-layers=6"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(params_per_rank(r), (std::vector<int>{1 + 12, 72, 72, 36 + 2}));
+  EXPECT_NE(r.out.find("first_stage_layers=2 last_stage_layers=6"), std::string::npos);
+  expect_rejected(plus(kLlamaSmall, {"--pp=4", "--vpp=2", "--first-stage-layers=3"}),
+                  "number of layers at first stage: 3 must be divisible by virtual pipeline");
+  expect_rejected({"--first-stage-layers=0"}, "--first-stage-layers=0: expected an integer");
+}
+
+TEST(Cli, TensorParallelShardsTheShapesAndSimulatesTpRankZero) {
+  const std::vector<std::string> world{"--pp=2", "--vpp=1", "--dp=2", "--offload=off"};
+  const CliRun one = run(plus(plus(kLlamaSmall, world), {"--tp=1"}));
+  const CliRun two = run(plus(plus(kLlamaSmall, world), {"--tp=2"}));
+  ASSERT_EQ(one.status, 0) << one.err;
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_NE(two.out.find(" tp=2 tp_rank=0 pp=2"), std::string::npos) << two.out.substr(0, 200);
+  EXPECT_EQ(params_per_rank(one), params_per_rank(two));  // sharded, not dropped
+  const auto a = nlohmann::json::parse(one.out).at("ranks");
+  const auto b = nlohmann::json::parse(two.out).at("ranks");
+  for (size_t i = 0; i < a.size(); ++i) {
+    // Everything but the norms is split in two: a little over half of the bytes remain.
+    const double full = a[i].at("bytes").at("accelerator").at("param_buffer").get<double>();
+    const double half = b[i].at("bytes").at("accelerator").at("param_buffer").get<double>();
+    EXPECT_GT(half, 0.5 * full) << i;
+    EXPECT_LT(half, 0.51 * full) << i;
+  }
+  const CliRun table = run({"--model=llama", "--pp=2", "--vpp=1", "--ep=1", "--dp=1", "--tp=2",
+                            "--layout-only"});
+  EXPECT_NE(table.out.find("the rows are TP rank 0 of each stage"), std::string::npos);
+  expect_rejected({"--model=llama", "--pp=2", "--vpp=1", "--ep=1", "--tp=3"},
+                  "impossible world for llama: tp=3 does not divide dimension 1 (4096) of "
+                  "decoder.layers.0.self_attention.linear_proj.weight (row-parallel) at full "
+                  "size");
+  expect_rejected({"--tp=0"}, "--tp=0: expected an integer from 1");
+  // Checked at full size whatever the scale.
+  expect_rejected({"--model=llama", "--pp=2", "--vpp=1", "--ep=1", "--tp=3", "--scale=64",
+                   "--steps=0"},
+                  "tp=3 does not divide");
+}
+
+TEST(Cli, HelpListsTheParallelOptions) {
+  const CliRun r = run({"--help"});
+  for (const char* option : {"--tp=N", "--pipeline-layout=", "--first-stage-layers=N",
+                             "--last-stage-layers=N"}) {
+    EXPECT_NE(r.out.find(option), std::string::npos) << option;
+  }
 }
 
 }  // namespace

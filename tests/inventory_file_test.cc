@@ -44,6 +44,7 @@ void expect_same(const ModelInventory& file, const ModelInventory& built) {
   EXPECT_EQ(file.name, built.name);
   EXPECT_EQ(file.num_layers, built.num_layers);
   EXPECT_EQ(file.num_experts, built.num_experts);
+  EXPECT_EQ(file.pipeline_layout, built.pipeline_layout);
   ASSERT_EQ(file.params.size(), built.params.size());
   for (size_t i = 0; i < file.params.size(); ++i) {
     const InventoryParam& a = file.params[i];
@@ -58,6 +59,7 @@ void expect_same(const ModelInventory& file, const ModelInventory& built) {
     EXPECT_EQ(a.spec.group, b.spec.group);
     EXPECT_EQ(a.spec.chunk, b.spec.chunk);
     EXPECT_EQ(a.layer, b.layer);
+    EXPECT_EQ(a.tp_split, b.tp_split);
     EXPECT_EQ(a.expert, b.expert);
     if (::testing::Test::HasFailure()) return;  // one mismatching parameter is enough to read
   }
@@ -247,6 +249,15 @@ TEST(InventoryFile, SchemaErrorsNameTheJsonPath) {
       {"top level not an object", "[1, 2]", "expected a JSON object at the top, got array"},
       {"number out of range", file(R"([{"name": "w", "shape": [1e400], "place": 0}])"),
        "invalid JSON: number overflow parsing '1e400'"},
+      {"unknown tp split",
+       file(R"([{"name": "w", "shape": [4, 4], "place": 0, "tp_split": "diag"}])"),
+       "params[0].tp_split: unknown split \"diag\" (known: none, column, row, vocab)"},
+      {"row split of a vector",
+       file(R"([{"name": "w", "shape": [4], "place": 0, "tp_split": "row"}])"),
+       "params[0].tp_split: a row-parallel parameter needs 2 or more dimensions"},
+      {"empty pipeline layout", file(R"([{"name": "w", "shape": [4], "place": 0}])",
+                                     R"(, "pipeline_layout": "")"),
+       "pipeline_layout: must not be empty"},
       {"too many parameters",
        R"({"name": "m", "num_layers": 100000, "num_experts": 65536, "params": [{"for_each_layer":
            [{"for_each_expert": [{"name": "{layer}.{expert}", "shape": [1]}]}]}]})",
@@ -272,6 +283,27 @@ TEST(InventoryFile, LoopsOverEmptyListsStillEnd) {
 TEST(InventoryFile, DeepNestingIsRefusedNotRecursedInto) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_NE(error_of(deep).find("nested deeper than 64 levels"), std::string::npos);
+}
+
+TEST(InventoryFile, TpSplitDefaultsByNameAndAFileMayOverrideIt) {
+  const ModelInventory m = parsed(file(R"([
+    {"name": "embedding.word_embeddings.weight", "shape": [64, 8], "place": "pre"},
+    {"name": "decoder.layers.0.self_attention.linear_proj.weight", "shape": [8, 8], "place": 0},
+    {"name": "decoder.layers.0.mlp.linear_fc1.weight", "shape": [16, 8], "place": 0},
+    {"name": "decoder.layers.0.input_layernorm.weight", "shape": [8], "place": 0},
+    {"name": "decoder.layers.0.mlp.router.weight", "shape": [4, 8], "place": 0},
+    {"name": "my_proj.weight", "shape": [8, 8], "place": 1, "tp_split": "row"},
+    {"name": "output_layer.weight", "shape": [64, 8], "place": "post", "tp_split": "none"}])",
+                                       R"(, "pipeline_layout": "Et|tL")"));
+  ASSERT_EQ(m.params.size(), 7u);
+  const std::vector<TpSplit> want{TpSplit::kColumn, TpSplit::kRow,  TpSplit::kColumn,
+                                  TpSplit::kNone,   TpSplit::kNone, TpSplit::kRow,
+                                  TpSplit::kNone};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(tp_split_name(m.params[i].tp_split), std::string(tp_split_name(want[i])))
+        << m.params[i].spec.name;
+  }
+  EXPECT_EQ(m.pipeline_layout, "Et|tL");
 }
 
 }  // namespace

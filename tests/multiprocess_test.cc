@@ -83,7 +83,8 @@ CliOptions parsed(const std::vector<std::string>& args) {
   return std::get<CliOptions>(p);
 }
 
-const std::vector<std::string> kLlama{"--model=llama", "--scale=1024", "--ep=1",
+// Llama's 32 layers split evenly at PP 2 x VPP 2 (16 per stage, 8 per chunk).
+const std::vector<std::string> kLlama{"--model=llama", "--scale=1024", "--ep=1", "--vpp=2",
                                       "--variant=pr6982", "--offload-fraction=0.5",
                                       "--collective-timeout=20"};
 
@@ -98,7 +99,16 @@ TEST(MultiProcessOptions, BadInputExitsTwoWithAMessageNamingIt) {
       {{"--processes=x"}, "--processes=x: expected an integer"},
       {{"--processes=2", "--multi-process"}, "exclude each other"},
       {{"--processes=8", "--pp=2", "--dp=4", "--ep=1"}, "runs one variant"},
-      {{"--processes=8", "--pp=2", "--dp=4", "--variant=pr6982"}, "needs --ep=1"},
+      {{"--processes=8", "--pp=2", "--dp=4", "--variant=pr6982"},
+       "num_layers=43 should be divisible by config.pipeline_model_parallel_size=2"},
+      {with(kLlama, {"--processes=8", "--pp=2", "--dp=4", "--tp=3"}),
+       "tp=3 does not divide dimension 1 (4096) of"},
+      {{"--processes=2", "--pp=1", "--vpp=1", "--dp=2", "--variant=pr6982",
+        "--model-file=/nonexistent/m.json"},
+       "/nonexistent/m.json: cannot open the model file"},
+      {{"--processes=4", "--pp=1", "--vpp=1", "--dp=4", "--ep=3", "--variant=pr6982",
+        "--model-file=" + std::string(SC_SOURCE_DIR) + "/models/tiny-moe.json"},
+       "expert-parallel size 3 must divide the data-parallel size 4"},
       {with(kLlama, {"--processes=6", "--pp=2", "--dp=4"}), "--processes=6 but --pp=2 --dp=4 make 8"},
       {with(kLlama, {"--processes=64", "--pp=64", "--dp=1"}), "impossible world"},
       {with(kLlama, {"--processes=2", "--pp=1", "--vpp=1", "--dp=2", "--layout-only"}), "--layout-only"},
@@ -257,7 +267,7 @@ TEST(Launcher, TheTimeoutStopsTheWorld) {
 // The worker lines: rank -> params_digest.
 std::map<int, std::string> digests_of(const std::string& output) {
   std::map<int, std::string> out;
-  const std::regex line(R"(rank (\d+) stage \d+ dp \d+: \d+ steps; .*params_digest=([0-9a-f]{16}))");
+  const std::regex line(R"(rank (\d+) stage \d+ dp \d+(?: ep \d+)?: \d+ steps; .*params_digest=([0-9a-f]{16}))");
   for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
        it != std::sregex_iterator(); ++it) {
     out[std::stoi((*it)[1])] = (*it)[2];
@@ -365,6 +375,37 @@ TEST(MultiProcessWorld, AnExitingRankIsNamedWithItsStatus) {
   EXPECT_NE(r.output.find("rank 1 (pid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("exit status 3"), std::string::npos) << r.output;
   EXPECT_EQ(processes_with("--seed=4242006"), 0);
+}
+
+TEST(MultiProcessWorld, ExpertParallelModelFileOverGlooEqualsTheInProcessModeBitForBit) {
+  // tiny-moe.json (8 experts per layer, loaded through the CLI's loader) at PP 2 x EP 2 x DP 4:
+  // per stage a dense DP group of 4 and, per EP rank, an expert DP group of 2 (DP ranks d and
+  // d + 2), each reducing and gathering its own buffers.
+  const std::vector<std::string> args{
+      "--model-file=" + std::string(SC_SOURCE_DIR) + "/models/tiny-moe.json",
+      "--scale=16", "--pp=2", "--vpp=1", "--ep=2", "--dp=4", "--variant=pr6982",
+      "--offload-fraction=0.5", "--steps=2", "--collective-timeout=20", "--seed=4242007"};
+  const SimRun r = run_sim(with(args, {"--processes=8"}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("model=tiny-moe model_file="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ep=2 dp=4 expert_dp=2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("8 of 8 ranks passed"), std::string::npos) << r.output;
+  const auto got = digests_of(r.output);
+  ASSERT_EQ(got.size(), 8u) << r.output;
+  const CliOptions o = parsed(args);
+  for (int rank = 0; rank < 8; ++rank) {
+    auto want = in_process_param_digests(o, rank);
+    ASSERT_TRUE(std::holds_alternative<std::vector<uint64_t>>(want)) << rank;
+    const auto& steps = std::get<std::vector<uint64_t>>(want);
+    ASSERT_EQ(steps.size(), 2u);
+    EXPECT_EQ(got.at(rank), hex16(steps.back())) << "rank " << rank;
+  }
+  // The ranks of one EP rank hold one model; the two EP ranks hold different experts.
+  EXPECT_EQ(got.at(0), got.at(2));
+  EXPECT_EQ(got.at(5), got.at(7));
+  EXPECT_NE(got.at(0), got.at(1));
+  EXPECT_NE(got.at(4), got.at(5));
+  EXPECT_EQ(processes_with("--seed=4242007"), 0);
 }
 
 }  // namespace
