@@ -15,7 +15,8 @@ RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
     tensors.push_back(std::move(ts));
   }
   if (c.cpu_offload) {
-    offload_ = plan_offload(tensors, HdoConfig{c.offload_fraction, true, true, accelerator_is_cuda});
+    offload_ = plan_offload(tensors, HdoConfig{c.offload_fraction, true, c.overlap_cpu_optimizer_d2h_h2d,
+                                                       accelerator_is_cuda});
   }
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     std::vector<UpdatePath> paths;

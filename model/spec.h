@@ -44,6 +44,9 @@ struct CaseSpec {
   bool store_param_remainders = true;
   bool cpu_offload = false;           // HybridDeviceOptimizer, rebuilt by DistributedOptimizer
   double offload_fraction = 1.0;
+  // HybridDeviceOptimizer's overlap_cpu_optimizer_d2h_h2d: its own D2H and H2D streams and one
+  // host optimizer per tensor (else the current stream and one host optimizer).
+  bool overlap_cpu_optimizer_d2h_h2d = true;
 
   // One more than the largest group index (0 when there are no parameters).
   int num_groups() const;

@@ -5,6 +5,7 @@
 #include "model/layout.h"
 #include "model/shard.h"
 #include "properties/checks.h"
+#include "properties/coverage.h"
 #include "properties/support.h"
 #include "sim/world.h"
 
@@ -12,15 +13,7 @@ namespace sc::props {
 
 void run_diff_property(const model::CaseSpec& c, const sut::Behaviour& b, DiffClaim claim) {
   const auto layouts = model::full_param_layout(c);
-  bool fp32_in_16bit = false, has16 = false, has32 = false;
-  for (const auto& p : c.params) {
-    has16 |= model::is_float16(p.dtype);
-    has32 |= p.dtype == model::DType::kFloat32;
-  }
-  fp32_in_16bit = has16 && has32;
-  RC_CLASSIFY(fp32_in_16bit, "fp32 parameter inside a 16-bit model");
-  RC_CLASSIFY(c.cpu_offload, "offload on");
-  RC_CLASSIFY(c.precision_aware, "precision-aware");
+  tag_coverage(c);
   for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
     if (!model::instance_present(c, inst)) continue;
     std::vector<sim::RankObservation> observed;

@@ -39,6 +39,14 @@ RC_GTEST_PROP(HybridOptimizerDiff, SaveLoadContinueEqualsNoInterruption, ()) {
   run("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption");
 }
 
+RC_GTEST_PROP(StreamSimulation, NoRaceBetweenStreams, ()) {
+  run("StreamSimulation.NoRaceBetweenStreams");
+}
+
+RC_GTEST_PROP(StreamSimulation, EveryScheduleGivesTheReferenceParams, ()) {
+  run("StreamSimulation.EveryScheduleGivesTheReferenceParams");
+}
+
 RC_GTEST_PROP(DistributedCheckpoint, ResumeEqualsNoInterruption, ()) {
   run("DistributedCheckpoint.ResumeEqualsNoInterruption");
 }

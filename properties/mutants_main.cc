@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
       const rc::detail::TestResult r =
           rc::detail::checkTestable([&] { body(m); }, rc::detail::TestMetadata{}, params);
       rc::detail::FailureResult failure;
+      rc::detail::GaveUpResult gave_up;
+      if (r.match(gave_up)) {
+        std::cerr << "shardcheck-mutants: " << p.name << " gave up on " << m.name << ": "
+                  << gave_up.description << "\n";
+      }
       if (r.match(failure)) {
         o.killed = true;
         o.property = p.name;

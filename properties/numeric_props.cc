@@ -10,6 +10,7 @@
 #include "model/reference.h"
 #include "model/shard.h"
 #include "properties/checks.h"
+#include "properties/coverage.h"
 #include "properties/support.h"
 #include "sim/fma_probe.h"
 #include "sim/world.h"
@@ -103,6 +104,7 @@ void continue_both(sim::RankRig& a, sim::RankRig& z, const model::CaseSpec& c,
 }
 
 void classify(const model::CaseSpec& c, const gen::Schedule& s) {
+  tag_coverage(c);
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 0.0, "fraction 0");
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction == 1.0, "fraction 1");
   RC_CLASSIFY(c.cpu_offload && c.offload_fraction > 0.0 && c.offload_fraction < 1.0,
@@ -115,11 +117,12 @@ void classify(const model::CaseSpec& c, const gen::Schedule& s) {
 }  // namespace
 
 void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
-                          const sut::Behaviour& b, NumericClaim claim) {
+                          const sut::Behaviour& b, NumericClaim claim,
+                          const sim::StreamSchedule& streams) {
   classify(c, s);
   const model::FmaMode fma = fma_mode();
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r);
+    sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r, streams);
     check(check_constructed(rig.construction()), b);
     const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
     model::RankReference ref(c, plan, rig.initial_values(), fma, device().is_cuda());
@@ -316,6 +319,26 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
               b);
       }
     });
+  });
+}
+
+void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
+                              const sut::Behaviour& b) {
+  RC_CLASSIFY(c.overlap_cpu_optimizer_d2h_h2d, "overlap on");
+  RC_CLASSIFY(c.precision_aware, "precision-aware");
+  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    (void)layouts;
+    sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r,
+                     sim::StreamSchedule{model::streams::Policy::kEager, 0, true});
+    check(check_constructed(rig.construction()), b);
+    for (const gen::StepDraw& d : s.steps) rig.step(gen::materialise(c, d));
+    const std::vector<std::string> races = rig.stream_races();
+    if (!races.empty()) {
+      check((inst == model::Instance::kExpert ? "expert" : "dense") + std::string(" rank ") +
+                std::to_string(r) + ": " + std::to_string(races.size()) + " race(s); first: " +
+                races.front(),
+            b);
+    }
   });
 }
 

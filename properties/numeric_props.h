@@ -5,6 +5,7 @@
 #include "model/spec.h"
 #include "properties/gen/step_gen.h"
 #include "sim/sut/behaviour.h"
+#include "sim/world.h"
 
 namespace sc::props {
 
@@ -17,8 +18,14 @@ enum class NumericClaim {
 };
 
 // Steps the checked ranks of both instances of `c` through `s` under `b` and RC_ASSERTs `claim`.
+// `streams`: how the simulated streams order the port's work (default: program order).
 void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
-                          const sut::Behaviour& b, NumericClaim claim);
+                          const sut::Behaviour& b, NumericClaim claim,
+                          const sim::StreamSchedule& streams = sim::StreamSchedule{});
+// Steps every checked rank of `c` through `s` and RC_ASSERTs that the stream simulation found no
+// race: no two operations touch one region, one writing, unordered by streams and events.
+void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
+                              const sut::Behaviour& b);
 // Runs `c` at its own offload fraction and at `other_fraction` and RC_ASSERTs that every owned
 // piece agrees within the operation-order tolerance (tests/support/tolerances.h).
 void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,

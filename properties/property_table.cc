@@ -1,6 +1,8 @@
 #include "properties/property_table.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <rapidcheck.h>
@@ -16,86 +18,192 @@ namespace sc::props {
 
 namespace {
 constexpr int kMaxSteps = 8;
+
+using Check = std::function<void(const CaseInputs&, const sut::Behaviour&)>;
+using Draw = std::function<CaseInputs()>;
+
+// Writes the failing case to the case-file folder and logs where, the JSON and the replay
+// command. Shrinking runs failing cases one after the other: the last file written is the
+// shrunk case that RapidCheck reports.
+void record_failure(const std::string& property, const sut::Behaviour& b, const CaseInputs& in) {
+  const std::string text = to_json(CaseFile{property, b.name, in});
+  std::string path;
+  std::error_code ec;
+  const std::filesystem::path dir(case_file_dir());
+  std::filesystem::create_directories(dir, ec);
+  const std::filesystem::path file = dir / (property + "." + b.name + ".json");
+  std::ofstream out(file);
+  out << text;
+  if (out.good()) path = file.string();
+  RC_LOG() << "case file: " << (path.empty() ? "(not written: " + file.string() + ")" : path)
+           << "\nreplay: shardcheck-replay " << (path.empty() ? "CASE.json" : path) << "\n"
+           << text;
+}
+
+// A property that draws a CaseInputs with `draw` and runs `check` on it, recording the case
+// when the check fails (a discarded case is not a failure).
+PropertyDef replayable(std::string name, Draw draw, Check check) {
+  auto body = [name, draw, check](const sut::Behaviour& b) {
+    const CaseInputs in = draw();
+    try {
+      check(in, b);
+    } catch (const rc::detail::CaseResult& r) {
+      if (r.type == rc::detail::CaseResult::Type::Failure) record_failure(name, b, in);
+      throw;
+    } catch (...) {
+      record_failure(name, b, in);
+      throw;
+    }
+  };
+  return PropertyDef{name, body, check};
+}
+
+CaseInputs case_only() {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  return in;
+}
+
+CaseInputs case_and_schedule() {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  in.schedule = *gen::schedule(in.c, kMaxSteps);
+  return in;
+}
+
+// A case with a schedule of at least two steps and a split point inside it.
+CaseInputs split_schedule(bool force_offload) {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  if (force_offload) in.c.cpu_offload = true;
+  in.schedule = *gen::schedule(in.c, kMaxSteps);
+  RC_PRE(in.schedule.steps.size() >= 2);
+  in.split = *rc::gen::inRange<size_t>(1, in.schedule.steps.size());
+  return in;
+}
+
+Check diff(DiffClaim claim) {
+  return [claim](const CaseInputs& in, const sut::Behaviour& b) {
+    run_diff_property(in.c, b, claim);
+  };
+}
+
+Check numeric(NumericClaim claim) {
+  return [claim](const CaseInputs& in, const sut::Behaviour& b) {
+    run_numeric_property(in.c, in.schedule, b, claim);
+  };
+}
+
 }  // namespace
 
 const std::vector<PropertyDef>& diff_properties() {
   static const std::vector<PropertyDef> kTable = {
-      {"ShardBuilderDiff.PortRangesEqualModelOnEveryRank",
-       [](const sut::Behaviour& b) { run_diff_property(*gen::case_spec(), b, DiffClaim::kRanges); }},
-      {"ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing",
-       [](const sut::Behaviour& b) {
-         run_diff_property(*gen::case_spec(), b, DiffClaim::kInstalled);
-       }},
-      {"ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank",
-       [](const sut::Behaviour& b) {
-         run_diff_property(*gen::case_spec(), b, DiffClaim::kConstructs);
-       }},
-      {"HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep",
-       [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::case_spec();
-         run_numeric_property(c, *gen::schedule(c, kMaxSteps), b, NumericClaim::kModelParams);
-       }},
-      {"HybridOptimizerDiff.OptimizerStateEqualsTheReference",
-       [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::case_spec();
-         run_numeric_property(c, *gen::schedule(c, kMaxSteps), b, NumericClaim::kState);
-       }},
-      {"HybridOptimizerDiff.PlacementEqualsTheOffloadPlan",
-       [](const sut::Behaviour& b) {
-         model::CaseSpec c = *gen::case_spec();
-         c.cpu_offload = true;
-         run_numeric_property(c, gen::Schedule{}, b, NumericClaim::kPlacement);
-       }},
-      {"HybridOptimizerDiff.ZeroLrAndWeightDecayLeaveParamsUnchanged",
-       [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::case_spec();
-         run_numeric_property(c, *gen::zero_lr_schedule(c, kMaxSteps), b,
-                              NumericClaim::kUnchanged);
-       }},
-      {"HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult",
-       [](const sut::Behaviour& b) {
-         model::CaseSpec c = *gen::case_spec();
-         c.cpu_offload = true;
-         const double other =
-             *gen::weighted_choice<double>({{1, 0.0}, {1, 1.0}, {1, 0.5}, {1, 0.1}});
-         run_offload_invariance(c, *gen::schedule(c, kMaxSteps), b, other);
-       }},
-      {"HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer",
-       [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::case_spec();
-         run_hdo_against_plain(c, *gen::schedule(c, kMaxSteps), b);
-       }},
-      {"HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
-       [](const sut::Behaviour& b) {
-         model::CaseSpec c = *gen::case_spec();
-         c.cpu_offload = true;
-         const gen::Schedule s = *gen::schedule(c, kMaxSteps);
-         RC_PRE(s.steps.size() >= 2);
-         const size_t split = *rc::gen::inRange<size_t>(1, s.steps.size());
-         run_save_load_continue(c, s, split, b);
-       }},
-      {"DistributedCheckpoint.ResumeEqualsNoInterruption",
-       [](const sut::Behaviour& b) {
-         const model::CaseSpec c = *gen::case_spec();
-         const gen::Schedule s = *gen::schedule(c, kMaxSteps);
-         RC_PRE(s.steps.size() >= 2);
-         const size_t split = *rc::gen::inRange<size_t>(1, s.steps.size());
-         run_dist_ckpt_resume(c, s, split, b);
-       }},
+      replayable("ShardBuilderDiff.PortRangesEqualModelOnEveryRank", case_only,
+                 diff(DiffClaim::kRanges)),
+      replayable("ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing", case_only,
+                 diff(DiffClaim::kInstalled)),
+      replayable("ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank", case_only,
+                 diff(DiffClaim::kConstructs)),
+      replayable("HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep",
+                 case_and_schedule, numeric(NumericClaim::kModelParams)),
+      replayable("HybridOptimizerDiff.OptimizerStateEqualsTheReference", case_and_schedule,
+                 numeric(NumericClaim::kState)),
+      replayable("HybridOptimizerDiff.PlacementEqualsTheOffloadPlan",
+                 [] {
+                   CaseInputs in = case_only();
+                   in.c.cpu_offload = true;
+                   return in;
+                 },
+                 numeric(NumericClaim::kPlacement)),
+      replayable("HybridOptimizerDiff.ZeroLrAndWeightDecayLeaveParamsUnchanged",
+                 [] {
+                   CaseInputs in = case_only();
+                   in.schedule = *gen::zero_lr_schedule(in.c, kMaxSteps);
+                   return in;
+                 },
+                 numeric(NumericClaim::kUnchanged)),
+      replayable("HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult",
+                 [] {
+                   CaseInputs in = case_only();
+                   in.c.cpu_offload = true;
+                   in.other_fraction =
+                       *gen::weighted_choice<double>({{1, 0.0}, {1, 1.0}, {1, 0.5}, {1, 0.1}});
+                   in.schedule = *gen::schedule(in.c, kMaxSteps);
+                   return in;
+                 },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_offload_invariance(in.c, in.schedule, b, in.other_fraction);
+                 }),
+      replayable("HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer", case_and_schedule,
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_hdo_against_plain(in.c, in.schedule, b);
+                 }),
+      replayable("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
+                 [] { return split_schedule(/*force_offload=*/true); },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_save_load_continue(in.c, in.schedule, in.split, b);
+                 }),
+      replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
+                 [] { return split_schedule(/*force_offload=*/false); },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
+                 }),
       {"HybridOptimizerState.CommandSequencesMatchTheReference",
-       [](const sut::Behaviour& b) { run_hybrid_optimizer_state_property(b); }},
+       [](const sut::Behaviour& b) { run_hybrid_optimizer_state_property(b); }, nullptr},
       {"FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded",
-       [](const sut::Behaviour& b) { run_fused_adam_property(b); }},
+       [](const sut::Behaviour& b) { run_fused_adam_property(b); }, nullptr},
+      // The stream properties last: they cost the most per case.
+      replayable("StreamSimulation.NoRaceBetweenStreams",
+                 [] {
+                   CaseInputs in = case_only();
+                   in.c.cpu_offload = true;
+                   in.schedule = *gen::schedule(in.c, 3);
+                   return in;
+                 },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_stream_race_property(in.c, in.schedule, b);
+                 }),
+      replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
+                 [] {
+                   CaseInputs in = case_only();
+                   in.c.cpu_offload = true;
+                   in.schedule = *gen::schedule(in.c, kMaxSteps);
+                   return in;
+                 },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   // The adversarial order, then a random one seeded by the case itself (so a
+                   // case file replays it).
+                   run_numeric_property(in.c, in.schedule, b, NumericClaim::kModelParams,
+                                        sim::StreamSchedule{model::streams::Policy::kAdversarial,
+                                                            0, true});
+                   run_numeric_property(
+                       in.c, in.schedule, b, NumericClaim::kModelParams,
+                       sim::StreamSchedule{model::streams::Policy::kRandom,
+                                           in.schedule.steps.front().grad_seed, true});
+                 }),
   };
   return kTable;
 }
 
-const PropertyDef& diff_property(const std::string& name) {
+const PropertyDef* find_diff_property(const std::string& name) {
   for (const PropertyDef& p : diff_properties()) {
-    if (p.name == name) return p;
+    if (p.name == name) return &p;
   }
+  return nullptr;
+}
+
+const PropertyDef& diff_property(const std::string& name) {
+  if (const PropertyDef* p = find_diff_property(name)) return *p;
   std::cerr << "no property named " << name << "\n";
   std::abort();
+}
+
+std::string case_file_dir() {
+  const char* dir = std::getenv("SC_CASE_DIR");
+  if (dir != nullptr && *dir != '\0') return dir;
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  return ((ec ? std::filesystem::path(".") : tmp) / "shardcheck-cases").string();
 }
 
 }  // namespace sc::props

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "sim/rng.h"
+#include "sim/stream_sim.h"
 #include "sim/sut/distrib_optimizer.h"
 #include "sim/sut/fused_adam.h"
 #include "sim/sut/hybrid_optimizer.h"
@@ -93,10 +94,28 @@ struct RankRigImpl {
   std::vector<std::vector<torch::Tensor>> installed;  // per group, installed order
   std::vector<std::vector<int>> installed_param;      // port param of each installed tensor
   RankObservation obs;
+  // Every copy and step of the optimizers: torch's CUDA streams on a CUDA device, else the
+  // simulation (`simulated`, which also reports races).
+  std::unique_ptr<sut::Streams> streams;
+  SimulatedStreams* simulated = nullptr;
 
   RankRigImpl(const model::CaseSpec& c_, model::Instance inst, int64_t r, const sut::Behaviour& b,
-              torch::Device d)
-      : c(c_), instance(inst), rank(r), behaviour(b), device(d) {}
+              torch::Device d, const StreamSchedule& schedule)
+      : c(c_),
+        instance(inst),
+        rank(r),
+        behaviour(b),
+        device(d) {
+    if (d.is_cuda()) streams = sut::make_cuda_streams();
+    if (!streams && !schedule.simulate) streams = std::make_unique<sut::ImmediateStreams>();
+    if (!streams) {
+      auto sim = std::make_unique<SimulatedStreams>(schedule.policy, schedule.seed);
+      simulated = sim.get();
+      streams = std::move(sim);
+    }
+  }
+  // The host waits for the device before it reads or changes tensors itself.
+  void drain() const { streams->synchronize(); }
   void build(uint64_t seed);
   const sut::HybridDeviceOptimizer* hdo() const {
     return dist ? dynamic_cast<const sut::HybridDeviceOptimizer*>(&dist->optimizer()) : nullptr;
@@ -154,6 +173,13 @@ void RankRigImpl::build(uint64_t seed) {
     }
   }
 
+  for (size_t k = 0; k < buffers.size(); ++k) {
+    if (buffers[k]->param_data().defined()) {
+      streams->name(buffers[k]->param_data(), "param buffer " + std::to_string(k));
+    }
+    streams->name(buffers[k]->grad_data(), "grad buffer " + std::to_string(k));
+  }
+  for (const auto& mp : params) streams->name(mp.param, mp.name);
   // The inner optimizer over the full model params, one group per distinct group index.
   std::vector<int> group_ids;
   for (const model::ParamSpec& p : c.params) {
@@ -183,9 +209,11 @@ void RankRigImpl::build(uint64_t seed) {
   std::unique_ptr<torch::optim::Optimizer> inner;
   if (c.cpu_offload) {
     sut::HdoOptions defaults;
-    defaults.offload_fraction(c.offload_fraction).param_update_in_fp32(true);
+    defaults.offload_fraction(c.offload_fraction)
+        .param_update_in_fp32(true)
+        .overlap_cpu_optimizer_d2h_h2d(c.overlap_cpu_optimizer_d2h_h2d);
     inner = std::make_unique<sut::HybridDeviceOptimizer>(std::move(groups), defaults, device,
-                                                         &attrs, behaviour);
+                                                         &attrs, behaviour, streams.get());
   } else if (c.precision_aware) {
     // The factory's precision-aware TE FusedAdam: master weights, decoupled grads, remainders.
     sut::FusedAdamFlags flags;
@@ -228,6 +256,11 @@ void RankRigImpl::build(uint64_t seed) {
       for (size_t i = 0; i < tensors.size(); ++i) {
         group.push_back(observe(tensors[i], case_index[order[i]], params[order[i]]));
       }
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        if (!group[i].aliases_model && tensors[i].defined()) {
+          streams->name(tensors[i], "fp32 main param of " + params[order[i]].name);
+        }
+      }
       obs.groups.push_back(std::move(group));
       installed.push_back(tensors);
       installed_param.push_back(order);
@@ -240,7 +273,7 @@ void RankRigImpl::build(uint64_t seed) {
   try {
     dist = std::make_unique<sut::DistributedOptimizer>(std::move(inner), config, params,
                                                        buffer_ptrs, behaviour, device, &attrs,
-                                                       probe);
+                                                       probe, streams.get());
   } catch (const sut::TypeErrorLike& e) {
     obs.error = e.what();
     obs.error_type = "TypeError";
@@ -305,9 +338,14 @@ std::vector<float> to_floats(const torch::Tensor& t) {
 }  // namespace
 
 RankRig::RankRig(const model::CaseSpec& c, model::Instance instance, int64_t rank,
-                 const sut::Behaviour& behaviour, torch::Device device, uint64_t seed)
-    : impl_(std::make_unique<RankRigImpl>(c, instance, rank, behaviour, device)) {
+                 const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
+                 const StreamSchedule& schedule)
+    : impl_(std::make_unique<RankRigImpl>(c, instance, rank, behaviour, device, schedule)) {
   impl_->build(seed);
+}
+
+std::vector<std::string> RankRig::stream_races() const {
+  return impl_->simulated ? impl_->simulated->race_reports() : std::vector<std::string>{};
 }
 
 RankRig::~RankRig() = default;
@@ -320,13 +358,23 @@ void RankRig::step(const model::StepInputs& in) {
   RankRigImpl& r = *impl_;
   TORCH_CHECK(r.dist, "RankRig::step: construction failed");
   torch::NoGradGuard no_grad;
-  // The reduce-scatter's result: every element of each main grad holds the DP-reduced gradient.
+  // The forward and backward pass on the current stream: it reads every parameter and leaves
+  // the reduce-scatter's result in the main grads (every element holds the DP-reduced gradient).
+  std::vector<torch::Tensor> reads, writes, values;
   for (size_t i = 0; i < r.params.size(); ++i) {
     const auto& g = in.grads.at(r.case_index[i]);
-    torch::Tensor src = torch::from_blob(const_cast<float*>(g.data()),
-                                         {static_cast<int64_t>(g.size())}, torch::kFloat);
-    r.params[i].main_grad.view(-1).copy_(src);
+    values.push_back(torch::from_blob(const_cast<float*>(g.data()),
+                                      {static_cast<int64_t>(g.size())}, torch::kFloat)
+                         .clone());
+    reads.push_back(r.params[i].param.detach());
+    writes.push_back(r.params[i].main_grad);
   }
+  r.streams->enqueue(sut::Streams::kCurrent, "forward and backward", reads, writes,
+                     [&r, values] {
+                       for (size_t i = 0; i < r.params.size(); ++i) {
+                         r.params[i].main_grad.view(-1).copy_(values[i]);
+                       }
+                     });
   // The LR schedule writes lr and weight decay into the optimizer's groups.
   auto& groups = r.dist->optimizer().param_groups();
   std::vector<int> group_ids;
@@ -351,6 +399,7 @@ void RankRig::step(const model::StepInputs& in) {
 }
 
 void RankRig::set_model_values(const std::vector<std::vector<float>>& values) {
+  impl_->drain();
   torch::NoGradGuard no_grad;
   TORCH_CHECK(values.size() == impl_->params.size(), "one value vector per parameter");
   for (size_t i = 0; i < values.size(); ++i) {
@@ -360,16 +409,19 @@ void RankRig::set_model_values(const std::vector<std::vector<float>>& values) {
 }
 
 void RankRig::zero_grad(bool set_to_none) {
+  impl_->drain();
   TORCH_CHECK(impl_->dist, "RankRig::zero_grad: construction failed");
   impl_->dist->zero_grad(set_to_none);
 }
 
 void RankRig::reload_model_params() {
+  impl_->drain();
   TORCH_CHECK(impl_->dist, "RankRig::reload_model_params: construction failed");
   impl_->dist->reload_model_params();
 }
 
 std::vector<float> RankRig::model_piece(size_t g, size_t i) const {
+  impl_->drain();
   const RankRigImpl& r = *impl_;
   const int p = r.installed_param[g][i];
   const auto& range = r.dist->ranges_of(p).param;
@@ -377,6 +429,7 @@ std::vector<float> RankRig::model_piece(size_t g, size_t i) const {
 }
 
 std::vector<float> RankRig::optimizer_piece(size_t g, size_t i) const {
+  impl_->drain();
   const RankRigImpl& r = *impl_;
   const torch::Tensor& t = r.installed[g][i];
   if (const auto* h = r.hdo()) return to_floats(h->inner_param(t));
@@ -385,6 +438,7 @@ std::vector<float> RankRig::optimizer_piece(size_t g, size_t i) const {
 }
 
 ObservedState RankRig::state(size_t g, size_t i) const {
+  impl_->drain();
   const RankRigImpl& r = *impl_;
   const torch::Tensor& t = r.installed[g][i];
   ObservedState out;
@@ -468,6 +522,7 @@ struct CheckpointImpl {
 };
 
 Checkpoint RankRig::save() const {
+  impl_->drain();
   const RankRigImpl& r = *impl_;
   TORCH_CHECK(r.dist, "RankRig::save: construction failed");
   auto ck = std::make_shared<CheckpointImpl>();
@@ -494,6 +549,7 @@ Checkpoint RankRig::save() const {
 }
 
 void RankRig::load(const Checkpoint& ck) {
+  impl_->drain();
   RankRigImpl& r = *impl_;
   auto* hdo = const_cast<sut::HybridDeviceOptimizer*>(r.hdo());
   TORCH_CHECK(hdo, "RankRig::load: only the hybrid optimizer's state is loaded");
@@ -509,6 +565,7 @@ void RankRig::load(const Checkpoint& ck) {
 }
 
 void RankRig::load_distributed(const Checkpoint& ck) {
+  impl_->drain();
   RankRigImpl& r = *impl_;
   TORCH_CHECK(r.dist, "RankRig::load_distributed: construction failed");
   TORCH_CHECK(ck.impl->dist_error.empty(), ck.impl->dist_error);
@@ -556,6 +613,7 @@ std::vector<const sut::ParamAndGradBuffer*> RankRig::buffers() const {
 }
 
 void RankRig::write_main_grads(const std::vector<std::vector<float>>& grads) {
+  impl_->drain();
   RankRigImpl& r = *impl_;
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < r.params.size(); ++i) {
@@ -581,6 +639,7 @@ void RankRig::step_with_main_grads(const model::StepInputs& in) {
 }
 
 std::vector<std::vector<float>> RankRig::model_values() const {
+  impl_->drain();
   std::vector<std::vector<float>> out;
   for (const auto& mp : impl_->params) out.push_back(to_floats(mp.param));
   return out;

@@ -17,6 +17,7 @@
 #include "model/reference.h"
 #include "model/shard.h"
 #include "model/spec.h"
+#include "model/streams.h"
 #include "sim/sut/behaviour.h"
 #include "sim/sut/torch_fwd.h"
 
@@ -70,6 +71,15 @@ struct ObservedState {
   bool present = false;
 };
 
+// Whether the rig records its streams (model/streams.h: races found, orders chosen by `policy`
+// and `seed`) or runs everything at once in program order. Recording costs time and memory
+// quadratic in the operations, so the main job leaves it off and the stream properties turn it on.
+struct StreamSchedule {
+  model::streams::Policy policy = model::streams::Policy::kEager;
+  uint64_t seed = 0;
+  bool simulate = false;
+};
+
 struct RankRigImpl;
 struct CheckpointImpl;
 
@@ -83,7 +93,11 @@ struct Checkpoint {
 class RankRig {
  public:
   RankRig(const model::CaseSpec& c, model::Instance instance, int64_t rank,
-          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed);
+          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
+          const StreamSchedule& schedule = StreamSchedule{});
+  // Every race the stream simulation found so far (both operations, their streams, the region);
+  // empty on a CUDA device, where real streams run the port.
+  std::vector<std::string> stream_races() const;
   ~RankRig();
   RankRig(const RankRig&) = delete;
   RankRig& operator=(const RankRig&) = delete;

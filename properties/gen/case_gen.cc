@@ -78,6 +78,7 @@ rc::Gen<model::CaseSpec> case_spec() {
     c.grad_reduce_in_fp32 = *rc::gen::arbitrary<bool>();
     c.precision_aware = *rc::gen::arbitrary<bool>();
     c.store_param_remainders = *weighted_choice<bool>({{3, true}, {1, false}});
+    c.overlap_cpu_optimizer_d2h_h2d = *weighted_choice<bool>({{1, true}, {1, false}});
     c.cpu_offload = *weighted_choice<bool>({{1, true}, {1, false}});
     c.offload_fraction = *weighted_one_of<double>({
         {2, rc::gen::just(1.0)},  // the CLI default first
@@ -98,7 +99,8 @@ void showValue(const CaseSpec& c, std::ostream& os) {
      << " high_busbw=" << c.pad_for_high_nccl_busbw
      << " grad_reduce_in_fp32=" << c.grad_reduce_in_fp32
      << " precision_aware=" << c.precision_aware
-     << " store_param_remainders=" << c.store_param_remainders << " cpu_offload=" << c.cpu_offload
+     << " store_param_remainders=" << c.store_param_remainders
+     << " overlap=" << c.overlap_cpu_optimizer_d2h_h2d << " cpu_offload=" << c.cpu_offload
      << " offload_fraction=" << c.offload_fraction << " params=[";
   for (size_t i = 0; i < c.params.size(); ++i) {
     const ParamSpec& p = c.params[i];

@@ -26,6 +26,7 @@ const std::vector<Behaviour>& all_behaviours() {
     then("hdo-reload", &Behaviour::fix_hdo_reload_refreshes_copies);
     then("hdo-load-alias", &Behaviour::fix_hdo_master_alias_after_load);
     then("distopt-load-step", &Behaviour::fix_distopt_load_skips_step);
+    then("hdo-grad-stream", &Behaviour::fix_hdo_accelerator_waits_d2h);
     return out;
   }();
   return kAll;
@@ -56,6 +57,10 @@ const std::vector<Behaviour>& all_mutants() {
     add("RULE-forward-order", &Behaviour::mutant_forward_order);
     add("RULE-threshold-after-adding", &Behaviour::mutant_threshold_after_adding);
     add("RULE-pa-no-master-weights", &Behaviour::mutant_pa_no_master_weights);
+    add("HDO-01", &Behaviour::mutant_hdo01_wrong_stream);
+    add("STREAM-no-d2h-wait", &Behaviour::mutant_no_d2h_wait);
+    add("PT-04", &Behaviour::mutant_pt04_group_order);
+    add("DS-05", &Behaviour::mutant_ds05_fp32_stride);
     return out;
   }();
   return kAll;

@@ -43,6 +43,10 @@ struct Behaviour {
   // FusedAdam restarts at 1. The fix writes no step for a fresh optimizer, leaves `step` to the
   // param groups and saves the FusedAdam's step when no host AdamW has one.
   bool fix_distopt_load_skips_step = false;
+  // Finding F6 (FINDINGS.md): with overlap on, the accelerator sub-optimizer reads fp32 grads
+  // that were cast on the D2H stream without waiting for it; the fix makes the current stream
+  // wait for the D2H stream first.
+  bool fix_hdo_accelerator_waits_d2h = false;
   // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
   bool mutant_ds01_tail_momentum = false;
   // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index
@@ -75,6 +79,17 @@ struct Behaviour {
   // precision-aware without offload, the FusedAdam built without master weights (a 16-bit
   // parameter stepped in its own dtype, its low bits lost every step).
   bool mutant_pa_no_master_weights = false;
+  // Mutant HDO-01: the copy-back event is recorded on the D2H stream, not the H2D one.
+  bool mutant_hdo01_wrong_stream = false;
+  // Stream mutant: the D2H stream does not wait for the current stream before the grad copies.
+  bool mutant_no_d2h_wait = false;
+  // Mutant PT-04: the distributed-checkpoint loader ("fully_sharded_model_space") reads the
+  // saved per-param list as if each optimizer group's params were contiguous in it (group by
+  // group), while it was saved in buffer order.
+  bool mutant_pt04_group_order = false;
+  // Mutant DS-05 (analogue): main params are copied into a 16-bit param buffer at fp32-sized
+  // offsets (twice the element index), the width error of half-precision CPU Adam.
+  bool mutant_ds05_fp32_stride = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

@@ -5,6 +5,7 @@
 #include "sim/sut/fused_adam.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "sim/sut/device.h"
@@ -64,13 +65,16 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
                                            std::vector<ModelParam>& model_params,
                                            std::vector<const ParamAndGradBuffer*> buffers,
                                            const Behaviour& behaviour, torch::Device accelerator,
-                                           TensorAttrs* attrs, const Probe& before_hand_over)
+                                           TensorAttrs* attrs, const Probe& before_hand_over,
+                                           Streams* streams)
     : config_(config),
       behaviour_(behaviour),
       accelerator_(accelerator),
       model_params_(model_params),
       buffers_(std::move(buffers)),
       attrs_(attrs),
+      own_streams_(streams ? nullptr : std::make_unique<ImmediateStreams>()),
+      streams_(streams ? streams : own_streams_.get()),
       optimizer_(std::move(inner)) {
   // Megatron's `Adam` is TE's FusedAdam when Transformer Engine is installed, else torch's AdamW.
   TORCH_CHECK(dynamic_cast<torch::optim::AdamW*>(optimizer_.get()) ||
@@ -168,7 +172,8 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
     for (const auto& g : hdo->param_groups()) new_groups.emplace_back(g);
     HdoOptions defaults = hdo->hdo_defaults();
     optimizer_ = std::make_unique<HybridDeviceOptimizer>(std::move(new_groups), defaults,
-                                                         accelerator_, attrs_, behaviour_);
+                                                         accelerator_, attrs_, behaviour_,
+                                                         streams_);
   }
   // Otherwise the groups were assigned in place; Python's load_state_dict(state_dict()) re-keys
   // a still-empty state and changes nothing.
@@ -247,8 +252,16 @@ void DistributedOptimizer::copy_model_grads_to_main_grads() {
         torch::Tensor shard_grad = mp.main_grad.view(-1).slice(0, r.start, r.end);
         if (pa) {
           attrs_->set_decoupled_grad(shard, shard_grad);
+        } else if (shard_grad.scalar_type() == torch::kFloat) {
+          shard.mutable_grad() = shard_grad;  // `.float()` of an fp32 tensor is the tensor
         } else {
-          shard.mutable_grad() = shard_grad.to(torch::kFloat);  // `.float()`: aliases if fp32
+          // `.float()`: a new tensor now, its values once the cast on the current stream ran.
+          torch::Tensor cast = torch::full(shard_grad.sizes(), std::nanf(""),
+                                           shard_grad.options().dtype(torch::kFloat));
+          streams_->name(cast, "fp32 grad of " + mp.name);
+          streams_->enqueue(Streams::kCurrent, "main grad .float()", {shard_grad}, {cast},
+                            [cast, shard_grad]() mutable { cast.copy_(shard_grad); });
+          shard.mutable_grad() = cast;
         }
       }
     }
@@ -272,9 +285,15 @@ void DistributedOptimizer::copy_main_params_to_model_params() {
         TORCH_CHECK(world.size() == shard_main.numel(), "world range size != main param numel");
         const auto [gbuf_index, bucket_index] = param_gbuf_map_.at(param);
         const Bucket& bucket = buffers_[gbuf_index]->buckets()[bucket_index];
-        torch::Tensor dst = bucket.param_data.view(-1).slice(0, world.start, world.end);
+        // Mutant DS-05: a 16-bit buffer addressed at fp32-sized offsets.
+        const bool half = bucket.param_data.element_size() == 2;
+        const int64_t start =
+            behaviour_.mutant_ds05_fp32_stride && half ? 2 * world.start : world.start;
+        torch::Tensor dst = bucket.param_data.view(-1).slice(0, start, start + world.size());
         TORCH_CHECK(dst.numel() == shard_main.numel(), "copy-back slice leaves the bucket");
-        dst.copy_(shard_main.detach());
+        const torch::Tensor src = shard_main.detach();
+        streams_->enqueue(Streams::kCurrent, "main param to param buffer", {src}, {dst},
+                          [dst, src]() mutable { dst.copy_(src); });
       }
     }
   };
@@ -357,7 +376,11 @@ void DistributedOptimizer::zero_grad(bool set_to_none) {
 void DistributedOptimizer::step() {
   torch::NoGradGuard no_grad;
   copy_model_grads_to_main_grads();
-  optimizer_->step();
+  if (dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
+    optimizer_->step();  // enqueues its own work
+  } else {
+    streams_->enqueue(Streams::kCurrent, "optimizer step", {}, {}, [this] { optimizer_->step(); });
+  }
   copy_main_params_to_model_params();
 }
 
@@ -667,11 +690,19 @@ std::vector<ParamStateTensors> DistributedOptimizer::param_state_fs_model_space(
 
 void DistributedOptimizer::load_parameter_state_from_fs_model_space(
     const std::vector<ParamStateTensors>& state) {
+  // Mutant PT-04: entry k of the saved list goes to the k-th local param taken group by group.
+  std::vector<int> group_order;
+  if (behaviour_.mutant_pt04_group_order) {
+    for (const GroupRange& g : opt_group_ranges_) {
+      group_order.insert(group_order.end(), g.params.begin(), g.params.end());
+    }
+  }
   size_t index = 0;
   for (const GbufRangeMap& gbuf : gbuf_ranges_) {
     for (const BucketRangeMap& bucket : gbuf.buckets) {
-      for (const auto& [param, ranges] : bucket.param_map) {
+      for (auto [param, ranges] : bucket.param_map) {
         (void)ranges;
+        if (behaviour_.mutant_pt04_group_order) param = group_order.at(index);
         ParamStateTensors src;
         for (const auto& [k, v] : state.at(index)) {
           if (k == "step") continue;  // read from the param groups instead

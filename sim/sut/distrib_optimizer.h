@@ -19,6 +19,7 @@
 
 #include "sim/sut/behaviour.h"
 #include "sim/sut/param_buffer.h"
+#include "sim/sut/streams.h"
 #include "sim/sut/tensor_attrs.h"
 #include "sim/sut/torch_fwd.h"
 
@@ -123,7 +124,7 @@ class DistributedOptimizer {
                        std::vector<ModelParam>& model_params,
                        std::vector<const ParamAndGradBuffer*> buffers, const Behaviour& behaviour,
                        torch::Device accelerator, TensorAttrs* attrs,
-                       const Probe& before_hand_over = nullptr);
+                       const Probe& before_hand_over = nullptr, Streams* streams = nullptr);
 
   // `MixedPrecisionOptimizer.step` without grad scaler and clipping: model grads to main
   // grads, the inner optimizer's step, main params to model params.
@@ -203,6 +204,8 @@ class DistributedOptimizer {
   std::vector<ModelParam>& model_params_;
   std::vector<const ParamAndGradBuffer*> buffers_;
   TensorAttrs* attrs_;
+  std::unique_ptr<Streams> own_streams_;
+  Streams* streams_;  // the copies of the step run on its current stream
   std::map<int, std::pair<int, int>> param_gbuf_map_;  // param -> (gbuf index, bucket index)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<GbufRangeMap> gbuf_ranges_;

@@ -37,15 +37,29 @@ void for_each_param(torch::optim::Optimizer& opt, F f) {
 
 HybridDeviceOptimizer::HybridDeviceOptimizer(
     std::vector<torch::optim::OptimizerParamGroup> param_groups, const HdoOptions& defaults,
-    torch::Device accelerator, const TensorAttrs* attrs, const Behaviour& behaviour)
+    torch::Device accelerator, const TensorAttrs* attrs, const Behaviour& behaviour,
+    Streams* streams)
     : torch::optim::Optimizer(std::move(param_groups), std::make_unique<HdoOptions>(defaults)),
       accelerator_(accelerator),
       attrs_(attrs),
+      own_streams_(streams ? nullptr : std::make_unique<ImmediateStreams>()),
+      streams_(streams ? streams : own_streams_.get()),
       behaviour_(behaviour) {
   init_sub_optimizers();
 }
 
 const HdoOptions& HybridDeviceOptimizer::hdo_defaults() const { return hdo(defaults()); }
+
+std::string HybridDeviceOptimizer::label(const torch::Tensor& original) const {
+  int index = 0;
+  for (const auto& g : param_groups_) {
+    for (const auto& p : g.params()) {
+      if (key(p) == key(original)) return "HDO param " + std::to_string(index);
+      ++index;
+    }
+  }
+  return "HDO param ?";
+}
 
 std::vector<torch::optim::Optimizer*> HybridDeviceOptimizer::sub_optimizers() const {
   std::vector<torch::optim::Optimizer*> subs;
@@ -67,6 +81,11 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
   // HDO-07: the flag does not reach the hybrid optimizer.
   fp32_update_ = opts.param_update_in_fp32() && !behaviour_.mutant_hdo07_no_fp32_update;
   const bool cuda = accelerator_.is_cuda();
+  d2h_stream_ = h2d_stream_ = Streams::kCurrent;
+  if (opts.overlap_cpu_optimizer_d2h_h2d()) {
+    d2h_stream_ = streams_->new_stream("d2h");
+    h2d_stream_ = streams_->new_stream("h2d");
+  }
   // `param.is_cuda`: on the accelerator and not one of our host copies. The map holds the host
   // tensors so that no address in it is freed and reused while the split runs.
   std::map<const void*, torch::Tensor> host;
@@ -108,6 +127,9 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       if (cpu_copy) {
         gpu_params_map_cpu_copy_[key(orig)] = p;
         cpu_copys_map_gpu_param_[key(p)] = orig;
+      }
+      if (p.unsafeGetTensorImpl() != orig.unsafeGetTensorImpl()) {
+        streams_->name(p, (cpu_copy ? "host copy of " : "fp32 copy of ") + label(orig));
       }
       (on_accelerator(p) ? gpu_params : cpu_params).push_back(p);
     }
@@ -210,7 +232,14 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads() {
         torch::Tensor fp32_param = it->second;
         torch::Tensor grad = attrs_->decoupled_grad_or_grad(param);
         if (grad.defined()) {
-          fp32_param.mutable_grad() = grad.to(fp32_param.scalar_type());
+          // `grad.to(fp32)` on the D2H stream: the new tensor exists at once, its values only
+          // once the cast has run (NaN until then, where a device would hold garbage).
+          torch::Tensor cast = torch::full(grad.sizes(), std::nanf(""),
+                                           grad.options().dtype(fp32_param.scalar_type()));
+          streams_->name(cast, "fp32 grad of " + label(param));
+          streams_->enqueue(d2h_stream_, "grad.to(fp32)", {grad}, {cast},
+                            [cast, grad]() mutable { cast.copy_(grad); });
+          fp32_param.mutable_grad() = cast;
           fp32_param.requires_grad_(true);
         } else {
           fp32_param.requires_grad_(false);
@@ -241,36 +270,74 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads() {
         auto options = torch::TensorOptions().dtype(param.scalar_type()).device(torch::kCPU);
         if (accelerator_.is_cuda()) options = options.pinned_memory(hdo_defaults().pin_cpu_grads());
         it = cpu_copy_map_grad_.emplace(key(param), torch::empty(param.sizes(), options)).first;
+        streams_->name(it->second, "host grad of " + label(gpu_param));
         param.mutable_grad() = it->second;
       }
-      it->second.copy_(grad, /*non_blocking=*/true);
+      // A non-blocking copy into pageable memory is synchronous for the host.
+      torch::Tensor host_grad = it->second;
+      streams_->enqueue(d2h_stream_, "D2H grad copy", {grad}, {host_grad},
+                        [host_grad, grad]() mutable { host_grad.copy_(grad, true); },
+                        !hdo_defaults().pin_cpu_grads());
     });
-    // On CUDA an event is recorded on the D2H stream here, one per host optimizer.
+    cpu_optimizer_events_.push_back(streams_->record_event(d2h_stream_));
   }
 }
 
 torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
+  Streams& st = *streams_;
   sync_hdo_param_groups_to_sub_optimizers();
-  set_sub_optimizer_grads();
+  // Mutant: the D2H stream no longer waits for the current stream's work (the grads).
+  if (!behaviour_.mutant_no_d2h_wait) st.wait_stream(d2h_stream_, Streams::kCurrent);
+  cpu_optimizer_events_.clear();
+  set_sub_optimizer_grads();  // on the D2H stream
   if (gpu_optimizer_) {
-    gpu_optimizer_->step(closure);
-    if (fp32_update_) {  // post-step hook: fp32 copies back
+    // Finding F6 fix: the accelerator step reads the fp32 grads cast on the D2H stream.
+    if (behaviour_.fix_hdo_accelerator_waits_d2h) st.wait_stream(Streams::kCurrent, d2h_stream_);
+    std::vector<torch::Tensor> reads, writes;
+    for (const auto& g : gpu_optimizer_->param_groups()) {
+      for (const auto& p : g.params()) {
+        reads.push_back(p.grad());
+        writes.push_back(p);
+      }
+    }
+    st.enqueue(Streams::kCurrent, "accelerator FusedAdam step", reads, writes,
+               [this, closure] { gpu_optimizer_->step(closure); });
+    if (fp32_update_) {  // post-step hook: fp32 copies back, on the current stream
       for (const auto& g : param_groups_) {
         for (const auto& param : g.params()) {
           if (gpu_params_map_cpu_copy_.count(key(param))) continue;
           auto it = param_to_fp32_param_.find(key(param));
-          if (it != param_to_fp32_param_.end()) param.detach().copy_(it->second.detach());
+          if (it == param_to_fp32_param_.end()) continue;
+          torch::Tensor dst = param.detach(), src = it->second.detach();
+          st.enqueue(Streams::kCurrent, "fp32 copy back", {src}, {dst},
+                     [dst, src]() mutable { dst.copy_(src); });
         }
       }
     }
   }
-  for (auto& opt : cpu_optimizers_) {
-    // On CUDA the host waits for this optimizer's D2H event here.
-    opt->step(closure);
-    for_each_param(*opt, [&](torch::Tensor& param) {  // post-step hook: host copy back
-      cpu_copys_map_gpu_param_.at(key(param)).detach().copy_(param.detach(), true);
+  for (size_t i = 0; i < cpu_optimizers_.size(); ++i) {
+    auto& opt = cpu_optimizers_[i];
+    if (i < cpu_optimizer_events_.size()) st.synchronize_event(cpu_optimizer_events_[i]);
+    std::vector<torch::Tensor> reads, writes;
+    for_each_param(*opt, [&](torch::Tensor& param) {
+      reads.push_back(param.grad());
+      writes.push_back(param);
     });
+    st.enqueue(Streams::kHost, "host AdamW step", reads, writes,
+               [&opt, closure] { opt->step(closure); });
+    // Post-step hook: the copies back on the H2D stream, which first waits for the current
+    // one; then the current stream waits for them (HDO-01: for an event of the D2H stream).
+    st.wait_stream(h2d_stream_, Streams::kCurrent);
+    for_each_param(*opt, [&](torch::Tensor& param) {
+      torch::Tensor dst = cpu_copys_map_gpu_param_.at(key(param)).detach(), src = param.detach();
+      const bool pageable = has_fp32_copy(cpu_copys_map_gpu_param_.at(key(param)));
+      st.enqueue(h2d_stream_, "H2D copy back", {src}, {dst},
+                 [dst, src]() mutable { dst.copy_(src, true); }, pageable);
+    });
+    const int done = st.record_event(behaviour_.mutant_hdo01_wrong_stream ? d2h_stream_
+                                                                          : h2d_stream_);
+    st.wait_event(Streams::kCurrent, done);
   }
   sync_sub_optimizers_state_to_hdo();
   return {};

@@ -4,8 +4,10 @@
 // tensor with overlap, else one; accelerator: FusedAdam reading `.grad`), and the step flow.
 //
 // The accelerator side runs on `accelerator` (CUDA, or the CPU standing in for it); host copies
-// are pinned only when the accelerator is CUDA. On the CPU the streams and events of the step
-// flow are no-ops: every copy completes before the next operation.
+// are pinned only when the accelerator is CUDA. Every copy, cast and sub-optimizer step of the
+// step flow goes through a sut::Streams with the streams and events Megatron uses: `_d2h_stream`
+// and `_h2d_stream` (new streams with overlap, the current stream without), one D2H event per
+// host optimizer, the H2D event the current stream waits on.
 #pragma once
 
 #include <map>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "sim/sut/behaviour.h"
+#include "sim/sut/streams.h"
 #include "sim/sut/tensor_attrs.h"
 #include "sim/sut/torch_fwd.h"
 
@@ -58,9 +61,11 @@ struct HdoStateDict {
 // for a non-leaf parameter, exactly where torch.optim raises ValueError.
 class HybridDeviceOptimizer : public torch::optim::Optimizer {
  public:
+  // `streams` runs every copy and step (nullptr: everything at once, in program order).
   HybridDeviceOptimizer(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                         const HdoOptions& defaults, torch::Device accelerator,
-                        const TensorAttrs* attrs, const Behaviour& behaviour);
+                        const TensorAttrs* attrs, const Behaviour& behaviour,
+                        Streams* streams = nullptr);
 
   // Syncs hyper-parameters, moves grads to the host copies, steps the accelerator then the host
   // sub-optimizers, copies results back and rebuilds the state view.
@@ -120,6 +125,8 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
 
  private:
   void init_sub_optimizers();
+  // "HDO param k" (k in the flattened order of the groups), for stream reports.
+  std::string label(const torch::Tensor& original) const;
   // `sub_optimizers`: the host ones, then the accelerator one if any.
   std::vector<torch::optim::Optimizer*> sub_optimizers() const;
   void sync_hdo_param_groups_to_sub_optimizers();
@@ -130,6 +137,11 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
 
   torch::Device accelerator_;
   const TensorAttrs* attrs_;
+  std::unique_ptr<Streams> own_streams_;
+  Streams* streams_;
+  int d2h_stream_ = Streams::kCurrent;  // `_d2h_stream` / `_h2d_stream` of the last init
+  int h2d_stream_ = Streams::kCurrent;
+  std::vector<int> cpu_optimizer_events_;  // `_cpu_optimizer_map_data_event`, per host optimizer
   Behaviour behaviour_;
   bool fp32_update_ = false;  // param_update_in_fp32 as it takes effect
   std::map<const void*, torch::Tensor> param_to_fp32_param_;

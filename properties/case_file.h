@@ -1,0 +1,47 @@
+// Case files: one generated case of a model-versus-port property (the CaseSpec, the step
+// schedule and the property's own draws), the property's name and the variant, as JSON text,
+// so that a failure replays from the file alone (shardcheck-replay, cases/README.md).
+//
+// to_json() and parse_case_file() are inverse: parsing what to_json wrote gives an equal case.
+// parse_case_file() rejects unknown keys, missing keys and wrong types with the JSON path of the
+// field ("case.params[0].dtype: ...").
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "model/spec.h"
+#include "properties/gen/step_gen.h"
+
+namespace sc::props {
+
+// Everything one replayable property draws for one case.
+struct CaseInputs {
+  model::CaseSpec c;
+  gen::Schedule schedule;             // empty for the shard-builder properties
+  size_t split = 0;                   // save/load properties: steps run before the checkpoint
+  double other_fraction = 0.0;        // offload invariance: the fraction compared against
+};
+
+// One case file.
+struct CaseFile {
+  std::string property;  // "Suite.Name"; may be empty (then replay needs --property)
+  std::string variant;   // a variant or mutant name; may be empty (the fully patched one)
+  CaseInputs inputs;
+};
+
+// A malformed case file: what() names the field.
+struct CaseFileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The case file as indented JSON text.
+std::string to_json(const CaseFile& f);
+// Parses JSON text written by to_json (or by hand); throws CaseFileError.
+CaseFile parse_case_file(const std::string& text);
+// True when the two cases are equal field by field (doubles compared exactly).
+bool same_inputs(const CaseInputs& a, const CaseInputs& b);
+
+}  // namespace sc::props

@@ -1,0 +1,183 @@
+// Case files: writing then reading gives the same case (generated cases and schedules); a
+// malformed file is refused with the field named; shardcheck-replay fails the seed case under
+// upstream (exit 1), passes it on the fully patched variant (exit 0) and exits 2 on bad input;
+// and a failing property writes a case file that replays to the same failure.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <rapidcheck.h>
+
+#include "properties/case_file.h"
+#include "properties/gen/case_gen.h"
+#include "properties/gen/step_gen.h"
+#include "properties/property_table.h"
+
+namespace sc::props {
+namespace {
+
+const std::string kSeedCase = std::string(SC_SOURCE_DIR) + "/cases/seed_nonleaf_fp32_shard.json";
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Exit status of shardcheck-replay with `args`.
+int replay(const std::string& args) {
+  const std::string cmd = std::string(SC_REPLAY_EXE) + " " + args + " > /dev/null 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(CaseFile, GeneratedCasesRoundTrip) {
+  rc::detail::TestParams params;
+  params.seed = 11;
+  params.maxSuccess = 300;
+  int checked = 0;
+  const auto r = rc::detail::checkTestable(
+      [&] {
+        CaseFile f;
+        f.property = "HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult";
+        f.variant = "pr6982";
+        f.inputs.c = *gen::case_spec();
+        f.inputs.schedule = *gen::schedule(f.inputs.c, 8);
+        f.inputs.split = *rc::gen::inRange<size_t>(0, f.inputs.schedule.steps.size() + 1);
+        f.inputs.other_fraction = *rc::gen::inRange(0, 1001) / 1000.0;
+        const std::string text = to_json(f);
+        const CaseFile back = parse_case_file(text);
+        RC_ASSERT(back.property == f.property);
+        RC_ASSERT(back.variant == f.variant);
+        RC_ASSERT(same_inputs(back.inputs, f.inputs));
+        RC_ASSERT(to_json(back) == text);
+        ++checked;
+      },
+      rc::detail::TestMetadata{}, params);
+  rc::detail::FailureResult failure;
+  ASSERT_FALSE(r.match(failure)) << failure.description;
+  EXPECT_EQ(checked, 300);
+}
+
+TEST(CaseFile, SameInputsSeesEveryField) {
+  CaseFile f = parse_case_file(read(kSeedCase));
+  const CaseInputs base = f.inputs;
+  ASSERT_TRUE(same_inputs(base, f.inputs));
+  f.inputs.c.overlap_cpu_optimizer_d2h_h2d = false;
+  EXPECT_FALSE(same_inputs(base, f.inputs));
+  f.inputs = base;
+  f.inputs.c.params[0].shape = {1, 1};
+  EXPECT_FALSE(same_inputs(base, f.inputs));
+  f.inputs = base;
+  f.inputs.other_fraction = 0.5;
+  EXPECT_FALSE(same_inputs(base, f.inputs));
+}
+
+TEST(CaseFile, TheSeedCaseIsTheSeedDefectsMinimalCase) {
+  const CaseFile f = parse_case_file(read(kSeedCase));
+  EXPECT_EQ(f.variant, "upstream");
+  ASSERT_EQ(f.inputs.c.params.size(), 1u);
+  EXPECT_EQ(f.inputs.c.params[0].dtype, model::DType::kFloat32);
+  EXPECT_EQ(f.inputs.c.params[0].numel(), 1);
+  EXPECT_TRUE(f.inputs.c.cpu_offload);
+  EXPECT_EQ(f.inputs.c.dp, 1);
+}
+
+// The error of parsing the seed case with `from` replaced by `to`.
+std::string error_after(const std::string& from, const std::string& to) {
+  std::string text = read(kSeedCase);
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  try {
+    parse_case_file(text);
+  } catch (const CaseFileError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(CaseFile, MalformedFilesNameTheField) {
+  EXPECT_NE(error_after("\"fp32\"", "\"bf17\"").find("case.params[0].dtype: unknown dtype"),
+            std::string::npos);
+  EXPECT_NE(error_after("\"dp\": 1", "\"dp\": 0").find("case.dp: 0 is outside"),
+            std::string::npos);
+  EXPECT_NE(error_after("\"dp\": 1", "\"dq\": 1").find("missing key \"dp\""), std::string::npos);
+  EXPECT_NE(error_after("\"split\": 0", "\"split\": 0, \"seed\": 3").find("seed: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_after("\"cpu_offload\": true", "\"cpu_offload\": 1")
+                .find("case.cpu_offload: expected true or false"),
+            std::string::npos);
+  EXPECT_NE(error_after("\"offload_fraction\": 1.0", "\"offload_fraction\": 1.5")
+                .find("case.offload_fraction: must lie in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_after("\"shape\": [1]", "\"shape\": [0]").find("zero elements"),
+            std::string::npos);
+  EXPECT_NE(error_after("\"schedule\": []",
+                        "\"schedule\": [{\"grad_seed\": 1, \"kinds\": \"OO\", \"hyper\": []}]")
+                .find("schedule[0].kinds: one letter per parameter"),
+            std::string::npos);
+  EXPECT_NE(error_after("{", "[").find("not JSON"), std::string::npos);
+}
+
+TEST(CaseFileReplay, SeedCaseFailsOnUpstreamAndPassesWhenPatched) {
+  EXPECT_EQ(replay(kSeedCase), 1);  // the file's variant: upstream
+  EXPECT_EQ(replay(kSeedCase + " --variant=MEG-01"), 1);
+  EXPECT_EQ(replay(kSeedCase + " --variant=pr6982"), 0);
+  EXPECT_EQ(replay(kSeedCase + " --variant distopt-load-step"), 0);
+  EXPECT_EQ(replay(kSeedCase +
+                   " --variant=upstream"
+                   " --property=ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing"),
+            1);
+}
+
+TEST(CaseFileReplay, BadInputExits2) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "sc_case_file_test";
+  std::filesystem::create_directories(dir);
+  const std::string bad = (dir / "bad.json").string();
+  std::string text = read(kSeedCase);
+  text.replace(text.find("\"fp32\""), 6, "\"bf17\"");
+  std::ofstream(bad) << text;
+  EXPECT_EQ(replay(bad), 2);
+  EXPECT_EQ(replay((dir / "missing.json").string()), 2);
+  EXPECT_EQ(replay(""), 2);
+  EXPECT_EQ(replay(kSeedCase + " --variant=no-such-variant"), 2);
+  EXPECT_EQ(replay(kSeedCase + " --property=No.Such"), 2);
+  EXPECT_EQ(replay(kSeedCase + " --property=FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded"), 2);
+  EXPECT_EQ(replay(kSeedCase + " --bogus"), 2);
+}
+
+TEST(CaseFileReplay, AFailingPropertyWritesACaseFileThatReplaysToTheFailure) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "sc_case_file_test" / "written";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(setenv("SC_CASE_DIR", dir.c_str(), 1), 0);
+  const std::string name = "ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank";
+  const PropertyDef& p = diff_property(name);
+  rc::detail::TestParams params;
+  params.seed = 1;
+  params.maxSuccess = 300;
+  const auto r = rc::detail::checkTestable([&] { p.body(sut::upstream()); },
+                                           rc::detail::TestMetadata{}, params);
+  unsetenv("SC_CASE_DIR");
+  rc::detail::FailureResult failure;
+  ASSERT_TRUE(r.match(failure));
+  const std::string file = (dir / (name + ".upstream.json")).string();
+  ASSERT_TRUE(std::filesystem::exists(file)) << file;
+  // The log of the shrunk case names the file and holds its JSON.
+  EXPECT_NE(failure.description.find("shardcheck-replay " + file), std::string::npos)
+      << failure.description;
+  const CaseFile f = parse_case_file(read(file));
+  EXPECT_NE(failure.description.find(to_json(f)), std::string::npos) << failure.description;
+  EXPECT_EQ(f.inputs.c.params.size(), 1u);
+  EXPECT_EQ(replay(file), 1);
+  EXPECT_EQ(replay(file + " --variant=pr6982"), 0);
+}
+
+}  // namespace
+}  // namespace sc::props
