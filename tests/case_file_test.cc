@@ -136,6 +136,18 @@ TEST(CaseFileReplay, SeedCaseFailsOnUpstreamAndPassesWhenPatched) {
             1);
 }
 
+// `shardcheck-sim replay FILE` is the same command through the simulator's binary.
+TEST(CaseFileReplay, TheSimulatorHandsReplayOver) {
+  auto sim = [](const std::string& args) {
+    const std::string cmd = std::string(SC_SIM_EXE) + " replay " + args + " > /dev/null 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  EXPECT_EQ(sim(kSeedCase), 1);
+  EXPECT_EQ(sim(kSeedCase + " --variant=pr6982"), 0);
+  EXPECT_EQ(sim("/nonexistent/case.json"), 2);
+}
+
 TEST(CaseFileReplay, BadInputExits2) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "sc_case_file_test";
   std::filesystem::create_directories(dir);
