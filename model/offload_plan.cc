@@ -22,8 +22,10 @@ OffloadPlan plan_offload(const std::vector<std::vector<HdoTensor>>& groups,
         offloaded += t.numel;
       }
       p.fp32_copy = config.param_update_in_fp32 && t.dtype != DType::kFloat32;
-      // The host copy is pinned; an fp32 clone of it replaces it and is not (d8b71082).
-      p.host_pinned = p.offloaded && !p.fp32_copy && config.accelerator_is_cuda;
+      // The host copy is pinned, and so is an fp32 clone that replaces it (pin_cpu_params):
+      // every host tensor of a non-blocking copy is pinned. Upstream at d8b71082 left the clone
+      // pageable (HDO-02, fixed by Megatron PR #4547).
+      p.host_pinned = p.offloaded && config.accelerator_is_cuda;
       if (p.offloaded) {
         p.cpu_optimizer = config.overlap_cpu_optimizer_d2h_h2d ? host_tensors : 0;
         ++host_tensors;

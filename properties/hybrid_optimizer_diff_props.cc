@@ -43,6 +43,10 @@ RC_GTEST_PROP(StreamSimulation, NoRaceBetweenStreams, ()) {
   run("StreamSimulation.NoRaceBetweenStreams");
 }
 
+RC_GTEST_PROP(StreamSimulation, NonBlockingCopiesUsePinnedMemory, ()) {
+  run("StreamSimulation.NonBlockingCopiesUsePinnedMemory");
+}
+
 RC_GTEST_PROP(StreamSimulation, EveryScheduleGivesTheReferenceParams, ()) {
   run("StreamSimulation.EveryScheduleGivesTheReferenceParams");
 }

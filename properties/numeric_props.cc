@@ -342,4 +342,22 @@ void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
   });
 }
 
+void run_pinned_copies_property(const model::CaseSpec& c, const gen::Schedule& s,
+                                 const sut::Behaviour& b) {
+  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    (void)layouts;
+    sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r,
+                     sim::StreamSchedule{model::streams::Policy::kEager, 0, true});
+    check(check_constructed(rig.construction()), b);
+    for (const gen::StepDraw& d : s.steps) rig.step(gen::materialise(c, d));
+    const std::vector<std::string> pageable = rig.pageable_copies();
+    if (!pageable.empty()) {
+      check((inst == model::Instance::kExpert ? "expert" : "dense") + std::string(" rank ") +
+                std::to_string(r) + ": " + std::to_string(pageable.size()) +
+                " non-blocking copy(ies) with pageable host memory; first: " + pageable.front(),
+            b);
+    }
+  });
+}
+
 }  // namespace sc::props

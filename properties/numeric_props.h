@@ -26,6 +26,10 @@ void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
 // race: no two operations touch one region, one writing, unordered by streams and events.
 void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
                               const sut::Behaviour& b);
+// Steps every checked rank of `c` through `s` and RC_ASSERTs that every non-blocking copy of the
+// step flow has pinned host memory on its host side (the pin flags are on), as HDO-02 asks.
+void run_pinned_copies_property(const model::CaseSpec& c, const gen::Schedule& s,
+                                const sut::Behaviour& b);
 // Runs `c` at its own offload fraction and at `other_fraction` and RC_ASSERTs that every owned
 // piece agrees within the operation-order tolerance (tests/support/tolerances.h).
 void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,

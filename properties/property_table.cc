@@ -163,6 +163,16 @@ const std::vector<PropertyDef>& diff_properties() {
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_stream_race_property(in.c, in.schedule, b);
                  }),
+      replayable("StreamSimulation.NonBlockingCopiesUsePinnedMemory",
+                 [] {
+                   CaseInputs in = case_only();
+                   in.c.cpu_offload = true;
+                   in.schedule = *gen::schedule(in.c, 1);
+                   return in;
+                 },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_pinned_copies_property(in.c, in.schedule, b);
+                 }),
       replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
                  [] {
                    CaseInputs in = case_only();

@@ -344,6 +344,21 @@ RankRig::RankRig(const model::CaseSpec& c, model::Instance instance, int64_t ran
   impl_->build(seed);
 }
 
+std::vector<std::string> RankRig::pageable_copies() const {
+  std::vector<std::string> out;
+  if (!impl_->simulated) return out;
+  const auto& program = impl_->simulated->program();
+  for (size_t i = 0; i < program.ops().size(); ++i) {
+    const auto& op = program.ops()[i];
+    if (!op.host_synchronous) continue;
+    std::string where;
+    for (const auto& r : op.reads) where += (where.empty() ? "" : ", ") + r.buffer;
+    out.push_back("#" + std::to_string(i) + " \"" + op.what + "\" on " +
+                  program.stream_name(op.stream) + " from " + where);
+  }
+  return out;
+}
+
 std::vector<std::string> RankRig::stream_races() const {
   return impl_->simulated ? impl_->simulated->race_reports() : std::vector<std::string>{};
 }

@@ -98,6 +98,9 @@ class RankRig {
   // Every race the stream simulation found so far (both operations, their streams, the region);
   // empty on a CUDA device, where real streams run the port.
   std::vector<std::string> stream_races() const;
+  // Every non-blocking copy the stream simulation saw run from pageable host memory (synchronous
+  // for the host); empty on a CUDA device.
+  std::vector<std::string> pageable_copies() const;
   ~RankRig();
   RankRig(const RankRig&) = delete;
   RankRig& operator=(const RankRig&) = delete;

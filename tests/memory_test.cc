@@ -87,8 +87,9 @@ TEST(MemoryModel, OffloadPutsCopiesGradsAndStateOfOffloadedPiecesOnTheHost) {
   expect_side(b.accelerator, 768, 768, 0, 0, 512);
   expect_side(b.host, 0, 0, 256, 256, 512);
   EXPECT_EQ(b.host_pinned, 0);  // no pinned memory without CUDA
-  // With CUDA the host grad is pinned (256 B); the fp32 clone of w's host copy is not.
-  EXPECT_EQ(bytes_of(c, 0, /*cuda=*/true).host_pinned, 256);
+  // With CUDA the host grad (256 B) and the fp32 clone of w's host copy (256 B, pinned as
+  // HDO-02's fix intends) are pinned.
+  EXPECT_EQ(bytes_of(c, 0, /*cuda=*/true).host_pinned, 512);
   // Rank 1 installs only w[64, 128): threshold 0.5 * 64 = 32, so it is offloaded.
   b = bytes_of(c, 1);
   expect_side(b.accelerator, 768, 768, 0, 0, 0);
@@ -117,12 +118,13 @@ TEST(MemoryModel, OffloadedFp32PieceIsPinnedWithCuda) {
   c.precision_aware = true;
   c.cpu_offload = true;
   c.offload_fraction = 1.0;
-  // Both pieces on the host: w's fp32 clone (256 B, not pinned) and alpha's fp32 copy
-  // (256 B, pinned); both host grads (256 + 256 B, pinned): pinned = 256 + 512 = 768 B.
+  // Both pieces on the host: w's fp32 clone (256 B, pinned: the intended behaviour, HDO-02's
+  // fix) and alpha's fp32 copy (256 B, pinned); both host grads (256 + 256 B, pinned):
+  // pinned = 256 + 256 + 512 = 1024 B.
   const RankBytes b = bytes_of(c, 0, /*cuda=*/true);
   expect_side(b.host, 0, 0, 512, 512, 1024);
   expect_side(b.accelerator, 768, 768, 0, 0, 0);
-  EXPECT_EQ(b.host_pinned, 768);
+  EXPECT_EQ(b.host_pinned, 1024);
 }
 
 TEST(MemoryModel, SumsAddEveryField) {

@@ -68,6 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
         Kill{"HDO-01", "StreamSimulation.NoRaceBetweenStreams"},
         Kill{"HDO-01", "StreamSimulation.EveryScheduleGivesTheReferenceParams"},
         Kill{"STREAM-no-d2h-wait", "StreamSimulation.NoRaceBetweenStreams"},
+        Kill{"HDO-02", "StreamSimulation.NonBlockingCopiesUsePinnedMemory"},
+        Kill{"hdo-grad-stream", "StreamSimulation.NonBlockingCopiesUsePinnedMemory"},
         Kill{"PT-04", "DistributedCheckpoint.ResumeEqualsNoInterruption"},
         Kill{"DS-05", "HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep"}),
     [](const ::testing::TestParamInfo<Kill>& info) {

@@ -27,6 +27,7 @@ const std::vector<Behaviour>& all_behaviours() {
     then("hdo-load-alias", &Behaviour::fix_hdo_master_alias_after_load);
     then("distopt-load-step", &Behaviour::fix_distopt_load_skips_step);
     then("hdo-grad-stream", &Behaviour::fix_hdo_accelerator_waits_d2h);
+    then("hdo-pin-fp32", &Behaviour::fix_hdo_pin_fp32_copies);
     return out;
   }();
   return kAll;
@@ -42,6 +43,8 @@ const std::vector<Behaviour>& all_mutants() {
     };
     // The seed defect itself: the fix taken out again.
     out.push_back(with_flag(base, "MEG-01", &Behaviour::detach_fp32_shard, false));
+    // HDO-02: pinned host memory lost again (upstream at d8b71082).
+    out.push_back(with_flag(base, "HDO-02", &Behaviour::fix_hdo_pin_fp32_copies, false));
     add("MEG-02", &Behaviour::mutant_stale_index_map);
     add("MEG-03", &Behaviour::mutant_shard_size_for_double_dp);
     add("DS-01", &Behaviour::mutant_ds01_tail_momentum);

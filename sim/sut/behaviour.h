@@ -47,6 +47,10 @@ struct Behaviour {
   // that were cast on the D2H stream without waiting for it; the fix makes the current stream
   // wait for the D2H stream first.
   bool fix_hdo_accelerator_waits_d2h = false;
+  // Megatron PR #4547 (merged after d8b71082; HDO-02 in the known bugs): the fp32 clone of an
+  // offloaded 16-bit parameter is pinned again when pin_cpu_params, so its non-blocking copies
+  // stay asynchronous.
+  bool fix_hdo_pin_fp32_copies = false;
   // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
   bool mutant_ds01_tail_momentum = false;
   // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index

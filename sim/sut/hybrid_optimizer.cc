@@ -121,6 +121,10 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       if (fp32_update_ && p.scalar_type() != torch::kFloat) {
         const bool on_host = host.count(key(p)) != 0;
         p = p.detach().clone().to(torch::kFloat);  // not pinned at d8b71082
+        // The fix of HDO-02 (Megatron PR #4547, after d8b71082): pinned again.
+        if (on_host && cuda && behaviour_.fix_hdo_pin_fp32_copies && opts.pin_cpu_params()) {
+          p = p.pin_memory();
+        }
         if (on_host) host.emplace(key(p), p);
         param_to_fp32_param_[key(orig)] = p;
       }
@@ -277,7 +281,8 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads() {
       torch::Tensor host_grad = it->second;
       streams_->enqueue(d2h_stream_, "D2H grad copy", {grad}, {host_grad},
                         [host_grad, grad]() mutable { host_grad.copy_(grad, true); },
-                        !hdo_defaults().pin_cpu_grads());
+                        accelerator_.is_cuda() ? !host_grad.is_pinned()
+                                               : !hdo_defaults().pin_cpu_grads());
     });
     cpu_optimizer_events_.push_back(streams_->record_event(d2h_stream_));
   }
@@ -331,7 +336,13 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
     st.wait_stream(h2d_stream_, Streams::kCurrent);
     for_each_param(*opt, [&](torch::Tensor& param) {
       torch::Tensor dst = cpu_copys_map_gpu_param_.at(key(param)).detach(), src = param.detach();
-      const bool pageable = has_fp32_copy(cpu_copys_map_gpu_param_.at(key(param)));
+      // On CUDA the host side's is_pinned(); on the CPU, where nothing can be pinned, what it
+      // would be: pageable where it is an fp32 clone (HDO-02), unless the fix pins it.
+      const bool pageable =
+          accelerator_.is_cuda()
+              ? !src.is_pinned()
+              : has_fp32_copy(cpu_copys_map_gpu_param_.at(key(param))) &&
+                    !(behaviour_.fix_hdo_pin_fp32_copies && hdo_defaults().pin_cpu_params());
       st.enqueue(h2d_stream_, "H2D copy back", {src}, {dst},
                  [dst, src]() mutable { dst.copy_(src, true); }, pageable);
     });
