@@ -322,42 +322,43 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
   });
 }
 
-void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
-                              const sut::Behaviour& b) {
-  RC_CLASSIFY(c.overlap_cpu_optimizer_d2h_h2d, "overlap on");
-  RC_CLASSIFY(c.precision_aware, "precision-aware");
+namespace {
+
+// Steps every checked rank of `c` through `s` with the stream simulation recording, and fails
+// when `findings(rig)` (one report per offending operation) is not empty.
+template <typename Findings>
+void check_recorded_streams(const model::CaseSpec& c, const gen::Schedule& s,
+                            const sut::Behaviour& b, const std::string& what, Findings findings) {
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
     (void)layouts;
     sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r,
                      sim::StreamSchedule{model::streams::Policy::kEager, 0, true});
     check(check_constructed(rig.construction()), b);
     for (const gen::StepDraw& d : s.steps) rig.step(gen::materialise(c, d));
-    const std::vector<std::string> races = rig.stream_races();
-    if (!races.empty()) {
+    const std::vector<std::string> found = findings(rig);
+    if (!found.empty()) {
       check((inst == model::Instance::kExpert ? "expert" : "dense") + std::string(" rank ") +
-                std::to_string(r) + ": " + std::to_string(races.size()) + " race(s); first: " +
-                races.front(),
+                std::to_string(r) + ": " + std::to_string(found.size()) + " " + what +
+                "; first: " + found.front(),
             b);
     }
   });
 }
 
+}  // namespace
+
+void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
+                              const sut::Behaviour& b) {
+  RC_CLASSIFY(c.overlap_cpu_optimizer_d2h_h2d, "overlap on");
+  RC_CLASSIFY(c.precision_aware, "precision-aware");
+  check_recorded_streams(c, s, b, "race(s)",
+                         [](const sim::RankRig& rig) { return rig.stream_races(); });
+}
+
 void run_pinned_copies_property(const model::CaseSpec& c, const gen::Schedule& s,
-                                 const sut::Behaviour& b) {
-  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    (void)layouts;
-    sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r,
-                     sim::StreamSchedule{model::streams::Policy::kEager, 0, true});
-    check(check_constructed(rig.construction()), b);
-    for (const gen::StepDraw& d : s.steps) rig.step(gen::materialise(c, d));
-    const std::vector<std::string> pageable = rig.pageable_copies();
-    if (!pageable.empty()) {
-      check((inst == model::Instance::kExpert ? "expert" : "dense") + std::string(" rank ") +
-                std::to_string(r) + ": " + std::to_string(pageable.size()) +
-                " non-blocking copy(ies) with pageable host memory; first: " + pageable.front(),
-            b);
-    }
-  });
+                                const sut::Behaviour& b) {
+  check_recorded_streams(c, s, b, "non-blocking copy(ies) with pageable host memory",
+                         [](const sim::RankRig& rig) { return rig.pageable_copies(); });
 }
 
 }  // namespace sc::props
