@@ -87,15 +87,10 @@ void SimulatedStreams::enqueue(int s, const std::string& what,
   fns_.push_back(std::move(fn));
   done_.push_back(false);
   if (policy_ == Policy::kEager || s == Program::kHost || host_synchronous) {
-    // Eager: at once (everything before it has run). Host work and synchronous copies: the host
-    // is there now, so what it depends on runs first.
+    // Host work and synchronous copies are required by the host now, so run_required runs them
+    // after what they depend on. Eager: everything earlier has already run, so this one runs.
     run_required();
-    if (!done_.back()) {
-      for (size_t i = 0; i + 1 < done_.size(); ++i) {
-        if (!done_[i] && policy_ == Policy::kEager) run(i);
-      }
-      run(done_.size() - 1);
-    }
+    if (!done_.back()) run(done_.size() - 1);
   }
 }
 
