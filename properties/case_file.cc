@@ -232,7 +232,9 @@ std::string to_json(const CaseFile& f) {
                  {"case", case_json(f.inputs.c)},
                  {"schedule", steps},
                  {"split", f.inputs.split},
-                 {"other_fraction", f.inputs.other_fraction}};
+                 {"other_fraction", f.inputs.other_fraction},
+                 {"checkpoint_format", f.inputs.checkpoint_format},
+                 {"other_dp", f.inputs.other_dp}};
   return out.dump(2) + "\n";
 }
 
@@ -240,7 +242,7 @@ CaseFile parse_case_file(const std::string& text) {
   json v;
   try {
     v = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e400)
     throw CaseFileError(std::string("not JSON: ") + e.what());
   }
   Reader r(v, "case file");
@@ -259,6 +261,17 @@ CaseFile parse_case_file(const std::string& text) {
   if (!(f.inputs.other_fraction >= 0.0 && f.inputs.other_fraction <= 1.0)) {
     bad("other_fraction", "must lie in [0, 1]");
   }
+  // Optional: case files written before the gathered-checkpoint property lack them.
+  if (r.get("checkpoint_format", true)) f.inputs.checkpoint_format = r.string("checkpoint_format");
+  const std::string& format = f.inputs.checkpoint_format;
+  if (!format.empty() && format != "dp_zero_gather_scatter" && format != "fully_reshardable") {
+    bad("checkpoint_format", "unknown format \"" + format +
+                                 "\" (dp_zero_gather_scatter, fully_reshardable or empty)");
+  }
+  if (r.get("other_dp", true)) f.inputs.other_dp = static_cast<int>(r.integer("other_dp", 0, 4096));
+  if (f.inputs.other_dp != 0 && format != "fully_reshardable") {
+    bad("other_dp", "only a fully_reshardable checkpoint loads at another DP size");
+  }
   r.done();
   return f;
 }
@@ -274,6 +287,7 @@ bool same_inputs(const CaseInputs& a, const CaseInputs& b) {
               x.overlap_cpu_optimizer_d2h_h2d == y.overlap_cpu_optimizer_d2h_h2d &&
               x.params.size() == y.params.size() && a.split == b.split &&
               a.other_fraction == b.other_fraction &&
+              a.checkpoint_format == b.checkpoint_format && a.other_dp == b.other_dp &&
               a.schedule.steps.size() == b.schedule.steps.size();
   for (size_t i = 0; same && i < x.params.size(); ++i) same = same_param(x.params[i], y.params[i]);
   for (size_t k = 0; same && k < a.schedule.steps.size(); ++k) {

@@ -23,6 +23,10 @@ struct CaseInputs {
   gen::Schedule schedule;             // empty for the shard-builder properties
   size_t split = 0;                   // save/load properties: steps run before the checkpoint
   double other_fraction = 0.0;        // offload invariance: the fraction compared against
+  // Gathered-checkpoint properties: "dp_zero_gather_scatter" or "fully_reshardable" (empty
+  // elsewhere), and the DP size that loads the checkpoint (0: the case's own).
+  std::string checkpoint_format;
+  int other_dp = 0;
 };
 
 // One case file.

@@ -55,5 +55,9 @@ RC_GTEST_PROP(DistributedCheckpoint, ResumeEqualsNoInterruption, ()) {
   run("DistributedCheckpoint.ResumeEqualsNoInterruption");
 }
 
+RC_GTEST_PROP(DistributedCheckpoint, GatheredFormatsRoundTripTheOptimizerState, ()) {
+  run("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState");
+}
+
 }  // namespace
 }  // namespace sc::props

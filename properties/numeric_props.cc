@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <sstream>
 
 #include <rapidcheck.h>
@@ -324,6 +326,42 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
 
 namespace {
 
+// Every element of a param's optimizer state, gathered from the pieces of all DP ranks.
+struct FullState {
+  std::vector<float> exp_avg, exp_avg_sq, master;
+};
+
+// The optimizer state of every param of `instance`, read from `group` (all DP ranks of `c`).
+std::map<int, FullState> full_state(const model::CaseSpec& c, model::Instance instance,
+                                    const std::vector<std::unique_ptr<sim::RankRig>>& group) {
+  const auto layouts = model::full_param_layout(c);
+  std::map<int, FullState> out;
+  for (size_t r = 0; r < group.size(); ++r) {
+    const model::RankPlan plan = model::plan_rank(c, layouts, instance, static_cast<int64_t>(r));
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+        const model::ShardEntry& e = plan.groups[g].installed[i];
+        FullState& f = out[e.param];
+        const size_t n = static_cast<size_t>(c.params[e.param].numel());
+        if (f.master.empty()) {
+          f.exp_avg.assign(n, 0.f);
+          f.exp_avg_sq.assign(n, 0.f);
+          f.master.assign(n, 0.f);
+        }
+        const sim::ObservedState st = group[r]->state(g, i);
+        const std::vector<float> master = group[r]->optimizer_piece(g, i);
+        for (int64_t k = 0; k < e.param_range.size(); ++k) {
+          const size_t at = static_cast<size_t>(e.param_range.start + k);
+          f.exp_avg[at] = st.exp_avg.at(static_cast<size_t>(k));
+          f.exp_avg_sq[at] = st.exp_avg_sq.at(static_cast<size_t>(k));
+          f.master[at] = master.at(static_cast<size_t>(k));
+        }
+      }
+    }
+  }
+  return out;
+}
+
 // Steps every checked rank of `c` through `s` with the stream simulation recording, and fails
 // when `findings(rig)` (one report per offending operation) is not empty.
 template <typename Findings>
@@ -346,6 +384,65 @@ void check_recorded_streams(const model::CaseSpec& c, const gen::Schedule& s,
 }
 
 }  // namespace
+
+void run_gathered_ckpt_round_trip(const model::CaseSpec& c, const gen::Schedule& s,
+                                  sim::GatheredFormat format, int other_dp,
+                                  const sut::Behaviour& b) {
+  const bool reshard = other_dp > 0;
+  RC_CLASSIFY(format == sim::GatheredFormat::kDpZero, "dp_zero_gather_scatter");
+  RC_CLASSIFY(format == sim::GatheredFormat::kFullyReshardable, "fully_reshardable");
+  RC_CLASSIFY(reshard, "other DP size");
+  model::CaseSpec other = c;
+  if (reshard) other.dp = other.expert_dp = other_dp;
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (!model::instance_present(c, inst)) continue;
+    const char* name = inst == model::Instance::kExpert ? "expert" : "dense";
+    auto build = [&](const model::CaseSpec& x, uint64_t seed) {
+      std::vector<std::unique_ptr<sim::RankRig>> group;
+      for (int64_t r = 0; r < model::instance_dp(x, inst); ++r) {
+        group.push_back(std::make_unique<sim::RankRig>(x, inst, r, b, device(), seed + r));
+        check(check_constructed(group.back()->construction()), b);
+      }
+      return group;
+    };
+    std::vector<std::unique_ptr<sim::RankRig>> saved = build(c, 1000);
+    // A refused step (the model predicts it) is another property's business.
+    const auto layouts = model::full_param_layout(c);
+    for (size_t r = 0; r < saved.size(); ++r) {
+      model::RankReference ref(c, model::plan_rank(c, layouts, inst, static_cast<int64_t>(r)),
+                               saved[r]->initial_values(), model::FmaMode::kSeparate, false);
+      RC_PRE(!ref.step_error());
+    }
+    for (const gen::StepDraw& d : s.steps) {
+      const model::StepInputs in = gen::materialise(c, d);
+      for (auto& rig : saved) rig->step(in);
+    }
+    std::vector<const sim::RankRig*> group;
+    for (const auto& rig : saved) group.push_back(rig.get());
+    const sim::GatheredCheckpoint ck = sim::RankRig::save_gathered(group, format);
+    std::vector<std::unique_ptr<sim::RankRig>> loaded = build(other, 3000);
+    for (auto& rig : loaded) {
+      Violation v;
+      try {
+        rig->load_gathered(ck);
+      } catch (const c10::Error& e) {
+        v = std::string(name) + ": loading the " + sim::format_name(format) +
+            " checkpoint raised: " + e.msg();
+      }
+      check(v, b);
+    }
+    const std::map<int, FullState> want = full_state(c, inst, saved);
+    const std::map<int, FullState> got = full_state(other, inst, loaded);
+    for (const auto& [param, w] : want) {
+      const FullState& x = got.at(param);
+      const std::string at = std::string(name) + " " + c.params[param].name + " after a " +
+                             sim::format_name(format) + " round trip";
+      check(compare_exact(x.exp_avg, w.exp_avg, at + ": exp_avg (loaded vs saved)"), b);
+      check(compare_exact(x.exp_avg_sq, w.exp_avg_sq, at + ": exp_avg_sq (loaded vs saved)"), b);
+      check(compare_exact(x.master, w.master, at + ": fp32 master (loaded vs saved)"), b);
+    }
+  }
+}
 
 void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
                               const sut::Behaviour& b) {

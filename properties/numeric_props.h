@@ -51,4 +51,13 @@ void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, si
 void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
                           const sut::Behaviour& b);
 
+// A gathered checkpoint format (sim::GatheredFormat) round trip: every DP rank of each
+// instance of `c` steps through `s`, the DP group is saved in `format`, and a fresh DP group
+// (other initial values; DP size `other_dp` when not 0, which only "fully_reshardable" allows)
+// loads it. RC_ASSERTs that every element of every param's exp_avg, exp_avg_sq and fp32 master
+// comes back bit for bit (MEG-04, DS-07).
+void run_gathered_ckpt_round_trip(const model::CaseSpec& c, const gen::Schedule& s,
+                                  sim::GatheredFormat format, int other_dp,
+                                  const sut::Behaviour& b);
+
 }  // namespace sc::props

@@ -1,5 +1,6 @@
 #include "properties/property_table.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,15 @@ CaseInputs split_schedule(bool force_offload) {
   return in;
 }
 
+// The largest DP size the gathered-checkpoint property builds.
+constexpr int kMaxGatheredDp = 6;
+
+sim::GatheredFormat gathered_format(const CaseInputs& in) {
+  if (in.checkpoint_format == "dp_zero_gather_scatter") return sim::GatheredFormat::kDpZero;
+  RC_ASSERT(in.checkpoint_format == "fully_reshardable");
+  return sim::GatheredFormat::kFullyReshardable;
+}
+
 Check diff(DiffClaim claim) {
   return [claim](const CaseInputs& in, const sut::Behaviour& b) {
     run_diff_property(in.c, b, claim);
@@ -147,6 +157,29 @@ const std::vector<PropertyDef>& diff_properties() {
                  [] { return split_schedule(/*force_offload=*/false); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
+                 }),
+      replayable("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
+                 [] {
+                   CaseInputs in;
+                   in.c = *gen::case_spec();
+                   // Every DP rank is built twice: keep the groups small.
+                   in.c.dp = std::min(in.c.dp, kMaxGatheredDp);
+                   in.c.expert_dp = std::min(in.c.expert_dp, kMaxGatheredDp);
+                   // Megatron's arguments allow the hybrid optimizer only precision-aware; the
+                   // other one cannot load these formats at all (finding F8).
+                   if (in.c.cpu_offload) in.c.precision_aware = true;
+                   in.schedule = *gen::schedule(in.c, 2);
+                   in.checkpoint_format = *gen::weighted_choice<std::string>(
+                       {{1, "dp_zero_gather_scatter"}, {2, "fully_reshardable"}});
+                   if (in.checkpoint_format == "fully_reshardable") {
+                     in.other_dp = *gen::weighted_choice<int>(
+                         {{2, 0}, {1, *rc::gen::inRange(1, kMaxGatheredDp + 1)}});
+                   }
+                   return in;
+                 },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in), in.other_dp,
+                                                b);
                  }),
       {"HybridOptimizerState.CommandSequencesMatchTheReference",
        [](const sut::Behaviour& b) { run_hybrid_optimizer_state_property(b); }, nullptr},

@@ -1,6 +1,7 @@
 #include "sim/world.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "sim/rng.h"
@@ -608,8 +609,102 @@ void RankRig::load_distributed(const Checkpoint& ck) {
     }
   }
   sut::DistOptStateDict sd = ck.impl->dist;
-  sd.param_state = sut::ParamStateDict{sut::ParamStateDict::Sharding::kFullyShardedModelSpace,
-                                       {}, std::move(live)};
+  sut::ParamStateDict state;
+  state.sharding = sut::ParamStateDict::Sharding::kFullyShardedModelSpace;
+  state.fs_model_space = std::move(live);
+  sd.param_state = std::move(state);
+  r.dist->load_state_dict(sd, kDummyStepSeed);
+}
+
+const char* format_name(GatheredFormat f) {
+  return f == GatheredFormat::kDpZero ? "dp_zero_gather_scatter" : "fully_reshardable";
+}
+
+struct GatheredCheckpointImpl {
+  GatheredFormat format;
+  std::map<int, torch::Tensor> weights;  // per case param
+  sut::DistOptStateDict dist;            // DP rank 0's DistributedOptimizer.state_dict()
+  sut::DpZeroState world;                // dp_zero_gather_scatter
+  std::map<int, sut::ParamStateTensors> model_space;  // fully_reshardable, per case param
+  std::string error;  // what saving raised, if anything
+};
+
+GatheredCheckpoint RankRig::save_gathered(const std::vector<const RankRig*>& group,
+                                          GatheredFormat format) {
+  TORCH_CHECK(!group.empty(), "RankRig::save_gathered: an empty DP group");
+  auto ck = std::make_shared<GatheredCheckpointImpl>();
+  ck->format = format;
+  std::vector<const sut::DistributedOptimizer*> dists;
+  for (const RankRig* rig : group) {
+    rig->impl_->drain();
+    TORCH_CHECK(rig->impl_->dist, "RankRig::save_gathered: construction failed");
+    dists.push_back(rig->impl_->dist.get());
+  }
+  const RankRigImpl& zero = *group.front()->impl_;
+  for (size_t i = 0; i < zero.params.size(); ++i) {
+    ck->weights[zero.case_index[i]] = zero.params[i].param.detach().clone();
+  }
+  // The model weights as the param all-gather leaves them: each rank's owned pieces.
+  for (const RankRig* rig : group) {
+    const RankRigImpl& r = *rig->impl_;
+    for (const sut::GbufRangeMap& gbuf : r.dist->gbuf_ranges()) {
+      for (const sut::BucketRangeMap& bucket : gbuf.buckets) {
+        for (const auto& [param, ranges] : bucket.param_map) {
+          ck->weights.at(r.case_index[param])
+              .view(-1)
+              .slice(0, ranges.param.start, ranges.param.end)
+              .copy_(r.params[param].param.detach().view(-1).slice(0, ranges.param.start,
+                                                                     ranges.param.end));
+        }
+      }
+    }
+  }
+  try {
+    ck->dist = zero.dist->state_dict();
+    ck->world = sut::gather_parameter_state_dp_zero(dists);
+    if (format == GatheredFormat::kFullyReshardable) {
+      for (const auto& e : zero.dist->sharded_param_state_fully_reshardable(ck->world)) {
+        sut::ParamStateTensors copy;
+        for (const auto& [k, v] : e.tensors) copy[k] = v.clone();
+        ck->model_space[zero.case_index[e.param]] = std::move(copy);
+      }
+      ck->world.clear();
+    }
+  } catch (const c10::Error& e) {
+    ck->error = e.msg();
+  }
+  return GatheredCheckpoint{ck};
+}
+
+void RankRig::load_gathered(const GatheredCheckpoint& ck) {
+  impl_->drain();
+  RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::load_gathered: construction failed");
+  TORCH_CHECK(ck.impl->error.empty(), ck.impl->error);
+  constexpr uint64_t kDummyStepSeed = 17;
+  r.dist->load_state_dict(r.dist->state_dict(), kDummyStepSeed);  // sharded_state_dict
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    r.params[i].param.detach().copy_(ck.impl->weights.at(r.case_index[i]));
+  }
+  sut::DistOptStateDict sd = ck.impl->dist;
+  sut::ParamStateDict state;
+  if (ck.impl->format == GatheredFormat::kDpZero) {
+    state.sharding = sut::ParamStateDict::Sharding::kDpZero;
+    state.dp_zero = ck.impl->world;
+  } else {
+    state.sharding = sut::ParamStateDict::Sharding::kFullyReshardable;
+    for (const sut::ParamAndGradBuffer* buffer : r.dist->buffers()) {
+      for (const auto& entry : buffer->layout().param_index_map) {
+        const int param = r.case_index.at(std::get<0>(entry));
+        auto it = ck.impl->model_space.find(param);
+        TORCH_CHECK(it != ck.impl->model_space.end(), "checkpoint lacks the state of param ",
+                    r.c.params.at(param).name);
+        state.fully_reshardable.push_back(it->second);
+      }
+    }
+  }
+  sd.param_state = std::move(state);
   r.dist->load_state_dict(sd, kDummyStepSeed);
 }
 

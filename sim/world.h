@@ -89,6 +89,21 @@ struct Checkpoint {
   std::shared_ptr<const CheckpointImpl> impl;
 };
 
+// Megatron's checkpoint formats that gather a DP group's optimizer state into world tensors on
+// DP rank 0: "dp_zero_gather_scatter" (the world tensors themselves, scattered back on load) and
+// "fully_reshardable" (cut into whole-param model-space tensors, which any DP size can load).
+enum class GatheredFormat { kDpZero, kFullyReshardable };
+// Megatron's name of `f`.
+const char* format_name(GatheredFormat f);
+
+struct GatheredCheckpointImpl;
+
+// A checkpoint of one DP group in a gathered format: model weights, the optimizer's param
+// groups and the param state. Opaque; made by RankRig::save_gathered.
+struct GatheredCheckpoint {
+  std::shared_ptr<const GatheredCheckpointImpl> impl;
+};
+
 // One rank of one instance of a case, built by the port and kept alive for stepping.
 class RankRig {
  public:
@@ -138,6 +153,16 @@ class RankRig {
   // checkpoint read in place into the model params and the optimizer tensors it links, then
   // DistributedOptimizer.load_state_dict with that param_state. Any inner optimizer.
   void load_distributed(const Checkpoint& ck);
+  // Saves the DP group `group` (group[r] is DP rank r of one instance of one case, every rank
+  // constructed) in `format`, through get_parameter_state_dp_zero and, for
+  // "fully_reshardable", sharded_param_state_fully_reshardable. What Megatron raises while
+  // saving is kept and raised again by load_gathered.
+  static GatheredCheckpoint save_gathered(const std::vector<const RankRig*>& group,
+                                          GatheredFormat format);
+  // Loads `ck` into this freshly built rig the way the distributed checkpoint does for its
+  // format: sharded_state_dict(is_loading=True), the model weights, then
+  // DistributedOptimizer.load_state_dict with the param state keyed to this rank's params.
+  void load_gathered(const GatheredCheckpoint& ck);
   // FNV-1a digest of every owned piece of the model params, the optimizer's params and their
   // state (exp_avg, exp_avg_sq, step): equal digests mean bit-identical final states.
   uint64_t digest() const;

@@ -4,11 +4,13 @@
 // and a failing property writes a case file that replays to the same failure.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <rapidcheck.h>
 
@@ -125,6 +127,19 @@ TEST(CaseFile, MalformedFilesNameTheField) {
   EXPECT_NE(error_after("{", "[").find("not JSON"), std::string::npos);
 }
 
+// Found by fuzz_case_file: a number beyond double's range made nlohmann-json throw out_of_range,
+// which escaped parse_case_file as an unexpected exception instead of a CaseFileError.
+TEST(CaseFile, ANumberOutOfRangeIsAMalformedFile) {
+  for (const char* text : {"{\"property\": 1e400}", "{\"split\": -1e999}"}) {
+    try {
+      parse_case_file(text);
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const CaseFileError& e) {
+      EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CaseFileReplay, SeedCaseFailsOnUpstreamAndPassesWhenPatched) {
   EXPECT_EQ(replay(kSeedCase), 1);  // the file's variant: upstream
   EXPECT_EQ(replay(kSeedCase + " --variant=MEG-01"), 1);
@@ -189,6 +204,30 @@ TEST(CaseFileReplay, AFailingPropertyWritesACaseFileThatReplaysToTheFailure) {
   EXPECT_EQ(f.inputs.c.params.size(), 1u);
   EXPECT_EQ(replay(file), 1);
   EXPECT_EQ(replay(file + " --variant=pr6982"), 0);
+}
+
+// The regression corpus: every shrunk case ever found, the seed's first (cases/*.json, then
+// tests/regressions/*.json). Each still fails on the variant it was found on (its "variant"),
+// so it still catches that bug, and holds on the fully patched variant.
+TEST(RegressionCorpus, EveryCaseFailsOnItsVariantAndHoldsWhenFullyPatched) {
+  std::vector<std::string> files;
+  for (const char* dir : {"/cases", "/tests/regressions"}) {
+    std::vector<std::string> here;
+    for (const auto& e : std::filesystem::directory_iterator(std::string(SC_SOURCE_DIR) + dir)) {
+      if (e.path().extension() == ".json") here.push_back(e.path().string());
+    }
+    std::sort(here.begin(), here.end());
+    files.insert(files.end(), here.begin(), here.end());
+  }
+  ASSERT_FALSE(files.empty());
+  EXPECT_EQ(files.front(), kSeedCase);
+  for (const std::string& file : files) {
+    const CaseFile f = parse_case_file(read(file));
+    ASSERT_FALSE(f.variant.empty()) << file << " names no variant to fail on";
+    EXPECT_EQ(replay(file), 1) << file << " no longer fails on " << f.variant;
+    EXPECT_EQ(replay(file + " --variant=" + sut::fully_patched().name), 0)
+        << file << " fails on the fully patched variant";
+  }
 }
 
 }  // namespace

@@ -557,10 +557,19 @@ void DistributedOptimizer::load_state_dict(const DistOptStateDict& sd, uint64_t 
     }
   }
   if (sd.param_state) {
-    if (sd.param_state->sharding == ParamStateDict::Sharding::kDpReshardable) {
-      load_parameter_state_from_dp_reshardable(sd.param_state->dp_reshardable);
-    } else {
-      load_parameter_state_from_fs_model_space(sd.param_state->fs_model_space);
+    switch (sd.param_state->sharding) {
+      case ParamStateDict::Sharding::kDpZero:
+        load_parameter_state_from_dp_zero(sd.param_state->dp_zero);
+        break;
+      case ParamStateDict::Sharding::kFullyReshardable:
+        load_parameter_state_from_fully_reshardable(sd.param_state->fully_reshardable);
+        break;
+      case ParamStateDict::Sharding::kDpReshardable:
+        load_parameter_state_from_dp_reshardable(sd.param_state->dp_reshardable);
+        break;
+      case ParamStateDict::Sharding::kFullyShardedModelSpace:
+        load_parameter_state_from_fs_model_space(sd.param_state->fs_model_space);
+        break;
     }
   }
 }
@@ -610,6 +619,14 @@ void DistributedOptimizer::set_main_param_and_optimizer_states(int param,
     for (const auto& [k, v] : tensors) {
       if (hdo) {
         hdo->assign_state(t, k == "param" ? "master_param" : k, v);
+      } else if (k == "param" && behaviour_.fix_distopt_gathered_remainders &&
+                 v.scalar_type() == torch::kFloat && fused->state_of(t) &&
+                 fused->state_of(t)->master_param().scalar_type() == torch::kShort) {
+        // F9 fix: an fp32 master for a remainder-keeping bf16 param is split again.
+        torch::Tensor param = t.detach();
+        torch::Tensor rem = torch::empty(t.sizes(), torch::kShort);
+        split_remainder_master(v.reshape(t.sizes()), param, rem);
+        fused->set_master_state(t, rem);
       } else if (k == "param") {
         fused->set_master_state(t, v);
       } else {
@@ -715,6 +732,214 @@ void DistributedOptimizer::load_parameter_state_from_fs_model_space(
   }
   if (auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
     hdo->sync_state_to_sub_optimizers();
+  }
+}
+
+// --- The gathered formats: "dp_zero_gather_scatter" and "fully_reshardable" ---
+
+namespace {
+
+// The keys get_parameter_state_dp_zero() gathers, in its order.
+const char* const kDpZeroKeys[] = {"param", "exp_avg", "exp_avg_sq"};
+
+// `tensor[start:end]` of a 1-d tensor with Python's clamping at both ends.
+torch::Tensor py_slice(const torch::Tensor& t, int64_t start, int64_t end) {
+  const int64_t n = t.numel();
+  start = std::min(std::max<int64_t>(start, 0), n);
+  end = std::min(std::max(end, start), n);
+  return t.slice(0, start, end);
+}
+
+}  // namespace
+
+DpZeroLocalShards DistributedOptimizer::dp_zero_local_shards() const {
+  torch::NoGradGuard no_grad;
+  DpZeroLocalShards out;
+  for (size_t b = 0; b < gbuf_ranges_.size(); ++b) {
+    const ParamAndGradBuffer& buffer = *buffers_[b];
+    std::vector<std::map<std::string, torch::Tensor>> buckets;
+    for (size_t k = 0; k < gbuf_ranges_[b].buckets.size(); ++k) {
+      const int64_t world_numel = buffer.buckets()[k].grad_data.numel();
+      if (world_numel % buffer.dp_size() != 0) {
+        assertion_error("gbuf_world_numel % data_parallel_world_size == 0");
+      }
+      const int64_t local_numel = world_numel / buffer.dp_size();
+      std::map<std::string, torch::Tensor> shards;
+      for (const char* key : kDpZeroKeys) shards[key] = torch::zeros({local_numel}, torch::kFloat);
+      const auto* fused = dynamic_cast<const FusedAdam*>(optimizer_.get());
+      for (const auto& [param, ranges] : gbuf_ranges_[b].buckets[k].param_map) {
+        ParamStateTensors tensors = get_main_param_and_optimizer_states(param);
+        if (behaviour_.fix_distopt_gathered_remainders && fused &&
+            config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8) {
+          tensors["param"] = fused->master_of(installed_tensor(param));  // F9 fix
+        }
+        for (const char* key : kDpZeroKeys) {
+          auto it = tensors.find(key);
+          TORCH_CHECK(it != tensors.end(), "KeyError: '", key, "'");
+          shards[key]
+              .slice(0, ranges.gbuf_local.start, ranges.gbuf_local.end)
+              .copy_(it->second.detach().cpu().reshape(-1));
+        }
+      }
+      buckets.push_back(std::move(shards));
+    }
+    out.push_back(std::move(buckets));
+  }
+  return out;
+}
+
+DpZeroState gather_parameter_state_dp_zero(const std::vector<const DistributedOptimizer*>& group) {
+  TORCH_CHECK(!group.empty(), "gather_parameter_state_dp_zero: an empty DP group");
+  std::vector<DpZeroLocalShards> shards;
+  for (const DistributedOptimizer* rank : group) shards.push_back(rank->dp_zero_local_shards());
+  const DistributedOptimizer& zero = *group.front();
+  DpZeroState out;
+  for (size_t b = 0; b < zero.buffers().size(); ++b) {
+    const ParamAndGradBuffer& buffer = *zero.buffers()[b];
+    TORCH_CHECK(buffer.dp_size() == static_cast<int64_t>(group.size()),
+                "gather_parameter_state_dp_zero: ", group.size(), " ranks for DP size ",
+                buffer.dp_size());
+    DpZeroBufferState world;
+    for (const Bucket& bucket : buffer.buckets()) world.numel_unpadded += bucket.numel_unpadded;
+    for (const char* key : kDpZeroKeys) {
+      world.tensors[key] = torch::zeros({world.numel_unpadded}, torch::kFloat);
+    }
+    int64_t offset = 0;
+    for (size_t k = 0; k < buffer.buckets().size(); ++k) {
+      const int64_t unpadded = buffer.buckets()[k].numel_unpadded;
+      for (const char* key : kDpZeroKeys) {
+        std::vector<torch::Tensor> received;
+        for (const DpZeroLocalShards& rank : shards) received.push_back(rank.at(b).at(k).at(key));
+        world.tensors[key].slice(0, offset, offset + unpadded).copy_(
+            torch::cat(received).slice(0, 0, unpadded));
+      }
+      offset += unpadded;
+    }
+    out.push_back(std::move(world));
+  }
+  return out;
+}
+
+std::vector<ModelSpaceParamState> DistributedOptimizer::sharded_param_state_fully_reshardable(
+    const DpZeroState& world) const {
+  std::vector<ModelSpaceParamState> out;
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    const ParamAndGradBuffer& buffer = *buffers_[b];
+    const DpZeroBufferState& packed = world.at(b);
+    // The end padding stripped before each bucket (PR #5077).
+    std::vector<int64_t> stripped{0};
+    for (size_t k = 0; k + 1 < buffer.buckets().size(); ++k) {
+      const Bucket& bucket = buffer.buckets()[k];
+      stripped.push_back(stripped.back() + bucket.grad_data.numel() - bucket.numel_unpadded);
+    }
+    for (const auto& [param, world_start, world_end, bucket_id] :
+         buffer.layout().param_index_map) {
+      int64_t start = world_start, end = world_end;
+      if (behaviour_.fix_distopt_reshard_padding) {
+        start -= stripped.at(bucket_id);
+        end -= stripped.at(bucket_id);
+      }
+      ModelSpaceParamState entry;
+      entry.param = param;
+      for (const char* key : kDpZeroKeys) {
+        const torch::Tensor& w = packed.tensors.at(key);
+        if (behaviour_.fix_distopt_reshard_padding && end > w.numel()) {
+          assertion_error("range [" + std::to_string(start) + ", " + std::to_string(end) +
+                          ") runs past the coalesced buffer (" + std::to_string(w.numel()) +
+                          " elements)");
+        }
+        torch::Tensor t = py_slice(w, start, end);
+        const int64_t missing = (end - start) - t.numel();
+        if (missing > 0) {
+          // Upstream pads with zeros and warns "param range exceeds unpadded buffer".
+          if (!(world_end > buffer.numel_unpadded())) {
+            assertion_error("param_world_end > buffer.numel_unpadded");
+          }
+          t = torch::cat({t, torch::zeros({missing}, t.options())});
+        }
+        entry.tensors[key] = t.reshape(model_params_[param].param.sizes());
+      }
+      out.push_back(std::move(entry));
+    }
+  }
+  return out;
+}
+
+void DistributedOptimizer::load_parameter_state_from_fully_reshardable(
+    const std::vector<ParamStateTensors>& state) {
+  size_t index = 0;
+  for (size_t b = 0; b < gbuf_ranges_.size(); ++b) {
+    // The ChainMap over the buckets' param maps: the first bucket holding a param wins.
+    std::map<int, Range> local;
+    for (const BucketRangeMap& bucket : gbuf_ranges_[b].buckets) {
+      for (const auto& [param, ranges] : bucket.param_map) local.emplace(param, ranges.param);
+    }
+    for (const auto& entry : buffers_[b]->layout().param_index_map) {
+      const int param = std::get<0>(entry);
+      const size_t k = index++;  // counted whether or not the param is local
+      auto it = local.find(param);
+      if (it == local.end()) continue;
+      const Range r = it->second;
+      ParamStateTensors src;
+      for (const auto& [key, v] : state.at(k)) {
+        if (key == "step") continue;  // torch Adam's step comes from the param groups
+        torch::Tensor flat = py_slice(v.flatten(), r.start, r.end);
+        TORCH_CHECK(flat.numel() == r.size(), "AssertionError: (", flat.numel(), ", ", r.start,
+                    ", ", r.end, ")");
+        src[key == "fp32_param" ? "param" : key] = flat;
+      }
+      set_main_param_and_optimizer_states(param, src);
+    }
+  }
+  if (auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
+    hdo->sync_state_to_sub_optimizers();
+  }
+}
+
+void DistributedOptimizer::load_parameter_state_from_dp_zero(const DpZeroState& world) {
+  for (size_t b = 0; b < gbuf_ranges_.size(); ++b) {
+    const ParamAndGradBuffer& buffer = *buffers_[b];
+    const DpZeroBufferState& packed = world.at(b);
+    if (buffer.dp_rank() == 0 && buffer.numel_unpadded() != packed.numel_unpadded) {
+      assertion_error("Number of unpadded elements must be same in current run (" +
+                      std::to_string(buffer.numel_unpadded()) + ") and checkpoint (" +
+                      std::to_string(packed.numel_unpadded) + ")");
+    }
+    // recv_tensors: params in the order the buckets first name them.
+    std::vector<int> order;
+    std::map<int, ParamStateTensors> received;
+    for (const char* key : kDpZeroKeys) {
+      int64_t offset = 0;
+      for (size_t k = 0; k < gbuf_ranges_[b].buckets.size(); ++k) {
+        const Bucket& bucket = buffer.buckets()[k];
+        const int64_t world_numel = bucket.grad_data.numel();
+        if (world_numel % buffer.dp_size() != 0) {
+          assertion_error("gbuf_world_numel % data_parallel_world_size == 0");
+        }
+        const int64_t local_numel = world_numel / buffer.dp_size();
+        const torch::Tensor& w = packed.tensors.at(key);
+        const int64_t start = offset, end = offset + bucket.numel_unpadded;
+        if (!(0 <= start && start < end && end <= w.numel())) {
+          assertion_error("0 <= start < end <= world_tensors.numel()");
+        }
+        offset += behaviour_.mutant_ds07_dp_zero_padded_offsets ? world_numel
+                                                                : bucket.numel_unpadded;
+        const torch::Tensor padded =
+            torch::cat({w.slice(0, start, end), torch::zeros({world_numel - (end - start)})});
+        const torch::Tensor recv =
+            padded.slice(0, buffer.dp_rank() * local_numel, (buffer.dp_rank() + 1) * local_numel);
+        for (const auto& [param, ranges] : gbuf_ranges_[b].buckets[k].param_map) {
+          if (!received.count(param)) order.push_back(param);
+          received[param][key] = recv.slice(0, ranges.gbuf_local.start, ranges.gbuf_local.end);
+        }
+      }
+    }
+    for (int param : order) set_main_param_and_optimizer_states(param, received.at(param));
+  }
+  if (behaviour_.fix_distopt_dp_zero_syncs_hdo) {
+    if (auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
+      hdo->sync_state_to_sub_optimizers();
+    }
   }
 }
 

@@ -91,15 +91,41 @@ using ParamStateTensors = std::map<std::string, torch::Tensor>;
 // param_map, its tensors (the live ones, not copies).
 using DpReshardableState = std::vector<std::vector<std::vector<ParamStateTensors>>>;
 
+// `get_parameter_state_dp_zero()` of one buffer: the DP group's "param", "exp_avg" and
+// "exp_avg_sq" as fp32 CPU world tensors of the buffer's `numel_unpadded` elements, bucket after
+// bucket with each bucket's end padding stripped (the padding between params inside a bucket
+// stays), and that element count.
+struct DpZeroBufferState {
+  std::map<std::string, torch::Tensor> tensors;
+  int64_t numel_unpadded = 0;
+};
+using DpZeroState = std::vector<DpZeroBufferState>;
+
+// One rank's contribution to get_parameter_state_dp_zero(): per buffer, per bucket, the
+// contiguous local shards (gbuf_local_numel elements each) of "param", "exp_avg", "exp_avg_sq".
+using DpZeroLocalShards = std::vector<std::vector<std::map<std::string, torch::Tensor>>>;
+
+// One entry of `sharded_param_state_fully_reshardable()`: a model param (index into the
+// constructor's `model_params`) and its whole state in model space ("param", "exp_avg",
+// "exp_avg_sq", each of the param's shape), cut from the world tensors.
+struct ModelSpaceParamState {
+  int param = -1;
+  ParamStateTensors tensors;
+};
+
 // The `param_state` that load_state_dict accepts, with its sharding type: "dp_reshardable"
-// (per buffer, bucket and param) or "fully_sharded_model_space" (the default of Megatron's
+// (per buffer, bucket and param), "fully_sharded_model_space" (the default of Megatron's
 // distributed checkpoints: one entry per local param in buffer order, "param" named
-// "fp32_param").
+// "fp32_param"), "dp_zero_gather_scatter" (the world tensors, read on DP rank 0 and scattered)
+// or "fully_reshardable" (one model-space entry per param of every buffer, in param_index_map
+// order, local or not).
 struct ParamStateDict {
-  enum class Sharding { kDpReshardable, kFullyShardedModelSpace };
+  enum class Sharding { kDpReshardable, kFullyShardedModelSpace, kDpZero, kFullyReshardable };
   Sharding sharding = Sharding::kFullyShardedModelSpace;
   DpReshardableState dp_reshardable;
   std::vector<ParamStateTensors> fs_model_space;
+  DpZeroState dp_zero;
+  std::vector<ParamStateTensors> fully_reshardable;
 };
 
 // `DistributedOptimizer.state_dict()`, plus the `param_state` load_state_dict accepts.
@@ -167,6 +193,28 @@ class DistributedOptimizer {
   // `load_parameter_state_from_fs_model_space()`: "step" skipped, "fp32_param" as "param",
   // `_set_main_param_and_optimizer_states` per param, then the hybrid optimizer's state sync.
   void load_parameter_state_from_fs_model_space(const std::vector<ParamStateTensors>& state);
+  // The first half of `get_parameter_state_dp_zero()` on this rank: every local param's
+  // "param", "exp_avg" and "exp_avg_sq" copied (as fp32, on the CPU) into contiguous per-bucket
+  // shards at its gbuf_local range. Raises KeyError where the state lacks one of them.
+  DpZeroLocalShards dp_zero_local_shards() const;
+  // `sharded_param_state_fully_reshardable()` given the DP group's world tensors: for every
+  // param of every buffer in param_index_map order, its model-space state sliced from the world
+  // tensors at the param's buffer range. Upstream slices at the raw range, which still counts
+  // the end padding of earlier buckets (PR #5077 subtracts it: `fix_distopt_reshard_padding`);
+  // a slice cut short by the end of the world tensors is padded with zeros, as upstream warns.
+  std::vector<ModelSpaceParamState> sharded_param_state_fully_reshardable(
+      const DpZeroState& world) const;
+  // `load_parameter_state_from_fully_reshardable()`: entry k of `state` belongs to the k-th
+  // param in param_index_map order; every local param takes its piece, then the hybrid
+  // optimizer's state sync.
+  void load_parameter_state_from_fully_reshardable(const std::vector<ParamStateTensors>& state);
+  // `load_parameter_state_from_dp_zero()`: this rank's part of DP rank 0's scatter of `world`
+  // (each bucket's unpadded stretch, padded back at its end, cut into DP shards), then
+  // `_set_main_param_and_optimizer_states` per local param; no hybrid-optimizer state sync
+  // follows, as upstream.
+  void load_parameter_state_from_dp_zero(const DpZeroState& world);
+  // This rank's buffers, in the order the range maps walk them.
+  const std::vector<const ParamAndGradBuffer*>& buffers() const { return buffers_; }
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const torch::optim::Optimizer& optimizer() const { return *optimizer_; }
@@ -217,5 +265,10 @@ class DistributedOptimizer {
   std::vector<std::vector<torch::Tensor>> installed_;
   std::vector<GroupKey> group_keys_;
 };
+
+// The second half of `get_parameter_state_dp_zero()`: gathers the local shards of a DP group
+// (`group[r]` is DP rank r, all built from the same buffers' layouts) on DP rank 0 and packs
+// each bucket's unpadded stretch into the world tensors.
+DpZeroState gather_parameter_state_dp_zero(const std::vector<const DistributedOptimizer*>& group);
 
 }  // namespace sc::sut

@@ -93,6 +93,12 @@ class ParamAndGradBuffer {
   const torch::Tensor& param_data() const { return param_data_; }
   const torch::Tensor& grad_data() const { return grad_data_; }
   int64_t numel() const { return numel_; }
+  // `numel_unpadded`: the sum of the buckets' unpadded element counts.
+  int64_t numel_unpadded() const {
+    int64_t n = 0;
+    for (int64_t b : layout_.per_bucket_numel_unpadded) n += b;
+    return n;
+  }
 
  private:
   BufferKey key_;
