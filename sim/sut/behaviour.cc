@@ -28,6 +28,12 @@ const std::vector<Behaviour>& all_behaviours() {
     then("distopt-load-step", &Behaviour::fix_distopt_load_skips_step);
     then("hdo-grad-stream", &Behaviour::fix_hdo_accelerator_waits_d2h);
     then("hdo-pin-fp32", &Behaviour::fix_hdo_pin_fp32_copies);
+    then("distopt-reshard-padding", &Behaviour::fix_distopt_reshard_padding);
+    then("distopt-dp-zero-sync", &Behaviour::fix_distopt_dp_zero_syncs_hdo);
+    then("distopt-gathered-remainders", &Behaviour::fix_distopt_gathered_remainders);
+    // The faster offload path, on the fully patched variant: not a fix, so fully_patched()
+    // stays the end of the chain above.
+    then("hdo-fused-host-adamw", &Behaviour::fused_host_adamw);
     return out;
   }();
   return kAll;
@@ -45,6 +51,8 @@ const std::vector<Behaviour>& all_mutants() {
     out.push_back(with_flag(base, "MEG-01", &Behaviour::detach_fp32_shard, false));
     // HDO-02: pinned host memory lost again (upstream at d8b71082).
     out.push_back(with_flag(base, "HDO-02", &Behaviour::fix_hdo_pin_fp32_copies, false));
+    // MEG-04: packed world tensors indexed at padded offsets again (upstream at d8b71082).
+    out.push_back(with_flag(base, "MEG-04", &Behaviour::fix_distopt_reshard_padding, false));
     add("MEG-02", &Behaviour::mutant_stale_index_map);
     add("MEG-03", &Behaviour::mutant_shard_size_for_double_dp);
     add("DS-01", &Behaviour::mutant_ds01_tail_momentum);
@@ -64,6 +72,7 @@ const std::vector<Behaviour>& all_mutants() {
     add("STREAM-no-d2h-wait", &Behaviour::mutant_no_d2h_wait);
     add("PT-04", &Behaviour::mutant_pt04_group_order);
     add("DS-05", &Behaviour::mutant_ds05_fp32_stride);
+    add("DS-07", &Behaviour::mutant_ds07_dp_zero_padded_offsets);
     return out;
   }();
   return kAll;
@@ -81,6 +90,6 @@ std::optional<Behaviour> behaviour_by_name(std::string_view name) {
 
 Behaviour upstream() { return all_behaviours().front(); }
 
-Behaviour fully_patched() { return all_behaviours().back(); }
+Behaviour fully_patched() { return *behaviour_by_name("distopt-gathered-remainders"); }
 
 }  // namespace sc::sut

@@ -51,6 +51,25 @@ struct Behaviour {
   // offloaded 16-bit parameter is pinned again when pin_cpu_params, so its non-blocking copies
   // stay asynchronous.
   bool fix_hdo_pin_fp32_copies = false;
+  // Megatron PR #5077 (merged after d8b71082; MEG-04 in the known bugs, finding F7):
+  // sharded_param_state_fully_reshardable slices the packed world tensors (each bucket's end
+  // padding stripped) at param_index_map's buffer offsets, which still count that padding; the
+  // fix subtracts the padding of the earlier buckets.
+  bool fix_distopt_reshard_padding = false;
+  // Finding F8 (FINDINGS.md): load_parameter_state_from_dp_zero (the "dp_zero_gather_scatter"
+  // format and the torch-format checkpoints' load_parameter_state) puts the loaded tensors into
+  // hdo.state but never syncs them to the sub-optimizers, which keep stepping their old state;
+  // the fix syncs after the load, as the fully_reshardable and model-space loaders do.
+  bool fix_distopt_dp_zero_syncs_hdo = false;
+  // Finding F9 (FINDINGS.md): with precision-aware FusedAdam keeping bf16 remainders,
+  // get_parameter_state_dp_zero copies the int16 remainders into the fp32 world tensors as if
+  // they were the master, and loading hands that fp32 tensor to set_scaled_state, which asserts
+  // int16. The fix gathers the joined fp32 master and splits it again on load.
+  bool fix_distopt_gathered_remainders = false;
+  // Not a fix: a faster offload path. The host sub-optimizers are sut::FusedHostAdamW (one
+  // multi-threaded, vectorised pass per step, bit-identical to torch::optim::AdamW) instead of
+  // torch::optim::AdamW.
+  bool fused_host_adamw = false;
   // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
   bool mutant_ds01_tail_momentum = false;
   // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index
@@ -94,11 +113,15 @@ struct Behaviour {
   // Mutant DS-05 (analogue): main params are copied into a 16-bit param buffer at fp32-sized
   // offsets (twice the element index), the width error of half-precision CPU Adam.
   bool mutant_ds05_fp32_stride = false;
+  // Mutant DS-07: load_parameter_state_from_dp_zero advances through the packed world tensors by
+  // each bucket's padded size, as if the end padding had been saved.
+  bool mutant_ds07_dp_zero_padded_offsets = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };
 
-// Every named variant (upstream and proposed fixes), `upstream` first.
+// Every named variant (upstream, the proposed fixes in the order they were made, then the
+// faster offload path on top of the fully patched variant), `upstream` first.
 const std::vector<Behaviour>& all_behaviours();
 // Every mutant: the fully patched variant with one known bug re-injected.
 const std::vector<Behaviour>& all_mutants();
