@@ -3,6 +3,7 @@
 #include <set>
 
 #include "sim/sut/fused_adam.h"
+#include "sim/sut/fused_cpu_adamw.h"
 
 namespace sc::sut {
 
@@ -161,6 +162,9 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
   // `cpu_optimizer_cls` is torch.optim.AdamW; HDO-08 puts the accelerator's class there.
   auto make_cpu_optimizer = [&](std::vector<torch::optim::OptimizerParamGroup> groups)
       -> std::unique_ptr<torch::optim::Optimizer> {
+    if (behaviour_.fused_host_adamw && !behaviour_.mutant_hdo08_fused_on_host) {
+      return std::make_unique<FusedHostAdamW>(std::move(groups));
+    }
     if (!behaviour_.mutant_hdo08_fused_on_host) {
       return std::make_unique<torch::optim::AdamW>(std::move(groups));
     }

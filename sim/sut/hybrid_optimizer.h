@@ -1,7 +1,8 @@
 // Port of Megatron's HybridDeviceOptimizer (cpu_offloading/hybrid_optimizer.py at d8b71082):
 // construction through torch::optim's add_param_group (the leaf check), the greedy whole-tensor
 // offload split, host and fp32 copies, the sub-optimizers (host: one torch::optim::AdamW per
-// tensor with overlap, else one; accelerator: FusedAdam reading `.grad`), and the step flow.
+// tensor with overlap, else one, or sut::FusedHostAdamW under the fused_host_adamw flag;
+// accelerator: FusedAdam reading `.grad`), and the step flow.
 //
 // The accelerator side runs on `accelerator` (CUDA, or the CPU standing in for it); host copies
 // are pinned only when the accelerator is CUDA. Every copy, cast and sub-optimizer step of the

@@ -1,0 +1,74 @@
+// CPU AdamW steps: LibTorch's torch::optim::AdamW (the port's host optimizer) against the fused
+// host AdamW of the hdo-fused-host-adamw variant (sut::FusedHostAdamW), over one large tensor
+// and over a realistic shard of many mixed-size tensors. Bytes: 28 per parameter (fp32 AdamW).
+#include <ATen/Parallel.h>
+
+#include "bench_support.h"
+#include "sim/sut/adamw_kernel.h"
+#include "sim/sut/fused_cpu_adamw.h"
+#include "sim/sut/torch_fwd.h"
+
+namespace {
+
+using sc::bench::kAdamWBytesPerParam;
+
+std::vector<torch::Tensor> make_params(const std::vector<int64_t>& sizes) {
+  std::vector<torch::Tensor> params;
+  for (int64_t n : sizes) {
+    torch::Tensor p = torch::empty({n}, torch::kFloat).uniform_(-1, 1);
+    p.mutable_grad() = torch::empty({n}, torch::kFloat).uniform_(-1e-2, 1e-2);
+    params.push_back(p);
+  }
+  return params;
+}
+
+// kind 0: torch::optim::AdamW; 1: sut::FusedHostAdamW. shard: the realistic shard, else one
+// tensor.
+template <int kKind, bool kShard>
+void BM_CpuAdamW(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  const int64_t total = sc::bench::kStreamElements;
+  const std::vector<int64_t> sizes =
+      kShard ? sc::bench::realistic_shard_sizes(total) : std::vector<int64_t>{total};
+  auto params = make_params(sizes);
+  const auto options = torch::optim::AdamWOptions(1e-3).weight_decay(0.01);
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (kKind == 0) {
+    opt = std::make_unique<torch::optim::AdamW>(params, options);
+  } else {
+    opt = std::make_unique<sc::sut::FusedHostAdamW>(params, options);
+  }
+  opt->step();  // state created outside the timed loop
+  for (auto _ : state) opt->step();
+  if (kKind == 1 && !static_cast<sc::sut::FusedHostAdamW&>(*opt).last_step_was_fused()) {
+    state.SkipWithError("the fused AdamW fell back to LibTorch's step");
+  }
+  state.SetItemsProcessed(state.iterations() * total);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kAdamWBytesPerParam * total));
+  sc::bench::set_fraction_of_triad(state, kAdamWBytesPerParam * total);
+  state.counters["tensors"] = static_cast<double>(sizes.size());
+  state.counters["threads"] = at::get_num_threads();
+  if (kKind == 1) state.SetLabel(std::string("isa=") + sc::sut::adamw_kernel_isa());
+}
+BENCHMARK(BM_CpuAdamW<0, false>)
+    ->Name("BM_CpuAdamW/torch/one_tensor")
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CpuAdamW<1, false>)
+    ->Name("BM_CpuAdamW/fused/one_tensor")
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CpuAdamW<0, true>)
+    ->Name("BM_CpuAdamW/torch/shard")
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CpuAdamW<1, true>)
+    ->Name("BM_CpuAdamW/fused/shard")
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace

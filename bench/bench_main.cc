@@ -1,0 +1,46 @@
+// The benchmark binary's entry: RapidCheck's case count for the property benchmarks, the
+// machine context in the JSON, the property benchmarks registered, then Google Benchmark.
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "bench_support.h"
+#include "shardcheck/config.h"
+#include "sim/sut/torch_fwd.h"
+
+namespace sc::bench {
+void register_property_benchmarks();
+
+// Cases per property run (RC_PARAMS's max_success when it is set there).
+int64_t property_cases() {
+  const char* env = std::getenv("RC_PARAMS");
+  const std::string s = env ? env : "";
+  const auto at = s.find("max_success=");
+  return at == std::string::npos ? 100 : std::stoll(s.substr(at + 12));
+}
+}  // namespace sc::bench
+
+int main(int argc, char** argv) {
+  // Few cases per property: a throughput sample, not a verification run (scripts/test is).
+  setenv("RC_PARAMS", "max_success=40 seed=1", /*overwrite=*/0);
+  // Every core: LibTorch's default can be fewer (one on a two-vCPU guest). SC_BENCH_THREADS
+  // overrides it.
+  const char* threads = std::getenv("SC_BENCH_THREADS");
+  at::set_num_threads(threads ? std::atoi(threads)
+                              : static_cast<int>(std::thread::hardware_concurrency()));
+  const bool cuda = torch::cuda::is_available();
+  benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
+  benchmark::AddCustomContext(
+      "accelerator", cuda ? "cuda" : "none: the HDO's accelerator side runs on CPU tensors");
+  benchmark::AddCustomContext(
+      "bytes_model", "fp32 AdamW 28 B/param (16 read + 12 written); triad 12 B/element (STREAM)");
+  sc::bench::register_property_benchmarks();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

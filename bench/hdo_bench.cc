@@ -1,0 +1,85 @@
+// The port's full HybridDeviceOptimizer step (grads to the host copies, the accelerator
+// FusedAdam, the host AdamW steps, copies back) at offload fractions 0 to 1, overlap on and
+// off, bf16 and fp32 models, under the faithful port (torch::optim::AdamW on the
+// host; sut::fully_patched()) and the faster offload path (hdo-fused-host-adamw: the fused host
+// AdamW), side by side.
+// Without a GPU the accelerator side is CPU tensors: the label says so.
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include "bench_support.h"
+#include "sim/sut/behaviour.h"
+#include "sim/sut/hybrid_optimizer.h"
+#include "sim/sut/tensor_attrs.h"
+#include "sim/sut/torch_fwd.h"
+
+namespace {
+
+using sc::bench::kAdamWBytesPerParam;
+
+// Parameters per HDO: 2^23 in the realistic shard's mixed sizes.
+constexpr int64_t kHdoParams = int64_t{1} << 23;
+
+// Arguments: offload fraction in percent, overlap (0/1), bf16 model (0/1), fused host AdamW (0/1).
+void BM_HdoStep(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  const double fraction = static_cast<double>(state.range(0)) / 100.0;
+  const bool overlap = state.range(1) != 0;
+  const bool bf16 = state.range(2) != 0;
+  const bool fused = state.range(3) != 0;
+  const auto behaviour =
+      fused ? *sc::sut::behaviour_by_name("hdo-fused-host-adamw") : sc::sut::fully_patched();
+  const bool cuda = torch::cuda::is_available();
+  const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  sc::sut::TensorAttrs attrs;
+  std::vector<torch::Tensor> params;
+  for (int64_t n : sc::bench::realistic_shard_sizes(kHdoParams)) {
+    torch::Tensor p = torch::empty({n}, torch::TensorOptions().device(device))
+                          .uniform_(-1, 1)
+                          .to(bf16 ? torch::kBFloat16 : torch::kFloat);
+    torch::Tensor g =
+        torch::empty({n}, torch::TensorOptions().device(device)).uniform_(-1e-2, 1e-2);
+    // Precision-aware with a bf16 model: fp32 grads as `decoupled_grad`; fp32: `.grad`.
+    if (bf16) {
+      attrs.set_decoupled_grad(p, g);
+    } else {
+      p.mutable_grad() = g;
+    }
+    params.push_back(p);
+  }
+  sc::sut::HdoOptions opts;
+  opts.lr(1e-3)
+      .weight_decay(0.01)
+      .offload_fraction(fraction)
+      .param_update_in_fp32(true)
+      .overlap_cpu_optimizer_d2h_h2d(overlap);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(params);
+  sc::sut::HybridDeviceOptimizer hdo(std::move(groups), opts, device, &attrs, behaviour);
+  int64_t host_params = 0;
+  for (const auto& p : params) {
+    if (hdo.is_offloaded(p)) host_params += p.numel();
+  }
+  hdo.step();  // state created outside the timed loop
+  for (auto _ : state) {
+    hdo.step();
+    if (cuda) torch::cuda::synchronize();
+  }
+  state.SetItemsProcessed(state.iterations() * kHdoParams);
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<int64_t>(kAdamWBytesPerParam * kHdoParams));
+  sc::bench::set_fraction_of_triad(state, kAdamWBytesPerParam * kHdoParams);
+  state.counters["host_params"] = static_cast<double>(host_params);
+  state.counters["host_optimizers"] = static_cast<double>(hdo.num_cpu_optimizers());
+  state.SetLabel(std::string(behaviour.name) +
+                 (cuda ? " device=cuda"
+                       : " device=cpu-tensors (no GPU: the accelerator side is CPU tensors)"));
+}
+BENCHMARK(BM_HdoStep)
+    ->ArgNames({"fraction_pct", "overlap", "bf16", "fused"})
+    ->ArgsProduct({{0, 25, 50, 75, 100}, {0, 1}, {0, 1}, {0, 1}})
+    ->MinTime(0.3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace

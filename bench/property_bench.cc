@@ -1,0 +1,60 @@
+// Property throughput: cases per second of each model-versus-port property of the table
+// (structural: the shard builder's; numerical: the hybrid optimizer's, FusedAdam's, the
+// checkpoint's and the stream simulation's), each run once by RapidCheck at the configured
+// number of cases (bench_main.cc sets RC_PARAMS unless it is set).
+#include "bench_support.h"
+
+#ifndef SC_NO_PROPERTIES
+#include <rapidcheck.h>
+
+#include <iostream>
+#include <sstream>
+#include <utility>
+
+#include "properties/property_table.h"
+#include "sim/sut/behaviour.h"
+#endif
+
+namespace sc::bench {
+
+int64_t property_cases();
+
+void register_property_benchmarks() {
+#ifndef SC_NO_PROPERTIES
+  // The numerical properties also under the faster offload path, to compare the two.
+  const std::vector<std::pair<std::string, sut::Behaviour>> variants{
+      {"port", sut::fully_patched()}, {"fused", *sut::behaviour_by_name("hdo-fused-host-adamw")}};
+  for (const auto& def : props::diff_properties()) {
+    const bool structural = def.name.rfind("ShardBuilder", 0) == 0;
+    for (const auto& [tag, b] : variants) {
+      if (structural && tag != "port") continue;
+      const std::string name = std::string("BM_PropertyThroughput/") +
+                               (structural ? "structural/" : "numerical/") + tag + "/" + def.name;
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [def, b = b](benchmark::State& state) {
+                                     bool ok = true;
+                                     for (auto _ : state) {
+                                       // RapidCheck's report of every run (configuration, classes)
+                                       // stays off the console.
+                                       std::ostringstream sink;
+                                       auto* out = std::cout.rdbuf(sink.rdbuf());
+                                       auto* err = std::cerr.rdbuf(sink.rdbuf());
+                                       ok = rc::check(def.name, [&] { def.body(b); }) && ok;
+                                       std::cout.rdbuf(out);
+                                       std::cerr.rdbuf(err);
+                                       if (!ok) std::cerr << sink.str();
+                                     }
+                                     if (!ok) state.SkipWithError("the property failed");
+                                     state.SetItemsProcessed(state.iterations() * property_cases());
+                                     state.counters["cases"] =
+                                         static_cast<double>(property_cases());
+                                   })
+          ->Iterations(1)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+#endif
+}
+
+}  // namespace sc::bench

@@ -1,0 +1,177 @@
+#include "sim/sut/fused_cpu_adamw.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "sim/sut/adamw_kernel.h"
+
+namespace sc::sut {
+
+namespace {
+
+std::string state_key(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+bool plain_fp32(const torch::Tensor& t, int64_t numel) {
+  return t.defined() && t.device().is_cpu() && t.layout() == torch::kStrided &&
+         t.scalar_type() == torch::kFloat && t.is_contiguous() && t.numel() == numel;
+}
+
+// One parameter's share of a step.
+struct Work {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+  AdamWScalars s;
+};
+
+// Elements per task of the parallel pass: large enough that a task costs far more than
+// scheduling it, small enough that two threads share a 100k-element tensor.
+constexpr int64_t kGrain = 1 << 15;
+
+std::atomic<int64_t> g_fused_steps{0};
+
+}  // namespace
+
+std::optional<bool> torch_adamw_fuses_multiply_adds() {
+  static const std::optional<bool> kMode = []() -> std::optional<bool> {
+    torch::NoGradGuard no_grad;
+    constexpr int64_t n = 1037;  // a body and a tail for every vector width
+    const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+    torch::Tensor p0 = torch::linspace(-1.0, 1.0, n, torch::kFloat).sin();
+    std::vector<torch::Tensor> grads;
+    for (int k = 1; k <= 3; ++k) {
+      grads.push_back(torch::linspace(-0.3 * k, 0.2 * k, n, torch::kFloat).cos() * 0.1);
+    }
+    torch::Tensor p = p0.clone();
+    torch::optim::AdamW ref(
+        std::vector<torch::Tensor>{p},
+        torch::optim::AdamWOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd));
+    for (const auto& g : grads) {
+      p.mutable_grad() = g;
+      ref.step();
+    }
+    for (bool fma : {true, false}) {
+      torch::Tensor q = p0.clone();
+      std::vector<float> m(n, 0.0f), v(n, 0.0f);
+      for (int64_t k = 0; k < 3; ++k) {
+        const AdamWScalars s = adamw_scalars(lr, b1, b2, eps, wd, k + 1);
+        adamw_step_span(q.data_ptr<float>(), grads[k].data_ptr<float>(), m.data(), v.data(), n, s,
+                        fma);
+      }
+      if (std::memcmp(q.data_ptr<float>(), p.data_ptr<float>(), n * sizeof(float)) == 0) {
+        return fma;
+      }
+    }
+    return std::nullopt;
+  }();
+  return kMode;
+}
+
+FusedHostAdamW::FusedHostAdamW(std::vector<torch::optim::OptimizerParamGroup> param_groups,
+                               torch::optim::AdamWOptions defaults)
+    : torch::optim::AdamW(std::move(param_groups), std::move(defaults)) {}
+
+FusedHostAdamW::FusedHostAdamW(std::vector<torch::Tensor> params,
+                               torch::optim::AdamWOptions defaults)
+    : torch::optim::AdamW(std::move(params), std::move(defaults)) {}
+
+int64_t FusedHostAdamW::fused_steps_taken() { return g_fused_steps.load(); }
+
+bool FusedHostAdamW::fast_path_applies() const {
+  for (const auto& group : param_groups_) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    if (o.amsgrad()) return false;
+    for (const auto& p : group.params()) {
+      const torch::Tensor& g = p.grad();
+      if (!g.defined()) continue;
+      if (!plain_fp32(p, p.numel()) || !plain_fp32(g, p.numel())) return false;
+      // A grad sharing memory with its parameter would be read after it is written.
+      if (p.numel() > 0 && p.data_ptr() == g.data_ptr()) return false;
+      auto it = state_.find(state_key(p));
+      if (it == state_.end()) continue;
+      const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      if (!plain_fp32(st.exp_avg(), p.numel()) || !plain_fp32(st.exp_avg_sq(), p.numel())) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+torch::Tensor FusedHostAdamW::step(LossClosure closure) {
+  const std::optional<bool> fma = torch_adamw_fuses_multiply_adds();
+  if (!fma || !fast_path_applies()) {
+    last_step_fused_ = false;
+    return torch::optim::AdamW::step(closure);
+  }
+  last_step_fused_ = true;
+  g_fused_steps.fetch_add(1);
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  // The per-parameter bookkeeping of LibTorch's step, in its order (parameters without a grad
+  // are skipped, state is created zeroed at the first step, the count advanced before the
+  // bias corrections), then one pass over all the elements.
+  std::vector<Work> work;
+  std::vector<int64_t> ends;  // running element count after each work item
+  int64_t total = 0;
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const std::string k = state_key(p);
+      auto it = state_.find(k);
+      if (it == state_.end()) {
+        auto st = std::make_unique<torch::optim::AdamWParamState>();
+        st->step(0);
+        st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = state_.emplace(k, std::move(st)).first;
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      st.step(st.step() + 1);
+      const AdamWScalars s = adamw_scalars(o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
+                                           o.eps(), o.weight_decay(), st.step());
+      const int64_t n = p.numel();
+      if (n == 0) continue;
+      work.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(),
+                      st.exp_avg().data_ptr<float>(), st.exp_avg_sq().data_ptr<float>(), n, s});
+      total += n;
+      ends.push_back(total);
+      // In-place writes through the data pointers: advance the version counters as the tensor
+      // ops would.
+      if (s.apply_decay) p.unsafeGetTensorImpl()->bump_version();
+      p.unsafeGetTensorImpl()->bump_version();
+      st.exp_avg().unsafeGetTensorImpl()->bump_version();
+      st.exp_avg_sq().unsafeGetTensorImpl()->bump_version();
+    }
+  }
+  const bool fused = *fma;
+  at::parallel_for(0, total, kGrain, [&](int64_t begin, int64_t end) {
+    // The first item that holds element `begin`, then item by item to `end`.
+    size_t k = std::upper_bound(ends.begin(), ends.end(), begin) - ends.begin();
+    int64_t at = begin;
+    while (at < end && k < work.size()) {
+      const Work& w = work[k];
+      const int64_t start = ends[k] - w.n;
+      const int64_t lo = at - start;
+      const int64_t hi = std::min(end, ends[k]) - start;
+      adamw_step_span(w.p + lo, w.g + lo, w.m + lo, w.v + lo, hi - lo, w.s, fused);
+      at = start + hi;
+      ++k;
+    }
+  });
+  return loss;
+}
+
+}  // namespace sc::sut
