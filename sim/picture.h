@@ -1,0 +1,61 @@
+// Pictures of a world: the buffers of every pipeline stage as bars divided into buckets, the
+// parameters in layout order coloured by dtype (keep-fp32 ones marked, padding hatched), the DP
+// rank boundaries with each rank's shard, which installed tensors the hybrid optimizer offloads
+// to the host, the construction outcome of every rank (failing ranks and the parameter that makes
+// them fail in red, with the error text), and optionally each owned piece's difference from the
+// reference as a heat strip. Drawn from the model's layout, shard plan and offload plan plus the
+// main job's per-rank outcomes; no LibTorch. Large buffers aggregate parameters per layer, so a
+// full-size world stays small; a small case draws every parameter.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/spec.h"
+
+namespace sc::sim {
+
+// One rank of the main job, as its table row reports it.
+struct PictureRank {
+  std::string variant;
+  int rank = 0, stage = 0, dp_rank = 0, ep_rank = 0;
+  int64_t params = 0, params_fp32_kept = 0, pieces = 0, pieces_fp32 = 0;
+  int64_t accel_bytes = 0, host_bytes = 0;  // after construction (when ok)
+  bool ok = true;
+  std::string outcome;        // "OK" or the error text
+  std::string failing_param;  // the parameter that makes construction fail; empty if none
+  std::optional<double> max_diff;  // after the steps, when compared
+  // Largest |port - reference| over each parameter's owned piece, by parameter name (heat strip;
+  // empty when not measured).
+  std::vector<std::pair<std::string, double>> param_diff;
+};
+
+// The case of one pipeline stage (TP rank 0, one EP rank), as the main job builds it.
+struct PictureStage {
+  int stage = 0;
+  int ep_rank = 0;
+  model::CaseSpec c;
+};
+
+// Everything one picture shows.
+struct PictureInput {
+  std::string title;
+  std::string header;  // the main job's configuration line
+  int pp = 1, dp = 1, ep = 1;
+  int steps = 0;       // steps behind the heat strip (0: none drawn)
+  std::vector<std::string> variants;
+  std::vector<PictureStage> stages;  // stage order
+  std::vector<PictureRank> ranks;    // variant-major, rank order (as the table)
+};
+
+// The picture as an SVG document.
+std::string draw_svg(const PictureInput& in);
+// An HTML report: `svg` (draw_svg's document) embedded, then the per-rank table and the
+// per-buffer table.
+std::string draw_html(const PictureInput& in, const std::string& svg);
+// Writes `text` to `path`; empty on success, else a message naming the file and the reason.
+std::optional<std::string> write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace sc::sim
