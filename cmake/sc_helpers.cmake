@@ -11,7 +11,14 @@ endfunction()
 
 # Our warnings, plus -ffp-contract=off: the model's fp32 emulations and the port's kernels must
 # round every operation separately unless they call std::fma on purpose.
+# With SC_SANITIZE=ON every target of ours (each calls sc_warnings) is also compiled and linked
+# with AddressSanitizer and UndefinedBehaviorSanitizer; LibTorch and the other libraries stay as
+# they are.
 function(sc_warnings target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra
     -Wno-unused-parameter -ffp-contract=off>)
+  if(SC_SANITIZE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${SC_SANITIZE_FLAGS}>)
+    target_link_options(${target} PRIVATE ${SC_SANITIZE_FLAGS})
+  endif()
 endfunction()

@@ -1,13 +1,16 @@
 #include "sim/cli.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
-#include <charconv>
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
-#include <set>
 #include <sstream>
 
 #include "model/memory.h"
@@ -16,6 +19,7 @@
 #include "sim/fma_probe.h"
 #include "sim/inventory_file.h"
 #include "sim/multiprocess.h"
+#include "sim/picture.h"
 #include "sim/rng.h"
 #include "sim/sut/behaviour.h"
 #include "sim/sut/device.h"
@@ -24,38 +28,6 @@
 namespace sc::sim {
 
 namespace {
-
-bool parse_int(const std::string& text, int64_t& out) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return ec == std::errc() && ptr == end && !text.empty();
-}
-
-bool parse_double(const std::string& text, double& out) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  out = std::strtod(text.c_str(), &end);
-  return end == text.c_str() + text.size() && std::isfinite(out);
-}
-
-// A decimal seed, or a 40-hex commit hash whose low 64 bits (last 16 hex digits) are the seed.
-bool parse_seed(const std::string& text, uint64_t& out) {
-  if (text.size() == 40 &&
-      text.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) {
-    const std::string low = text.substr(24);
-    auto [ptr, ec] = std::from_chars(low.data(), low.data() + low.size(), out, 16);
-    return ec == std::errc() && ptr == low.data() + low.size();
-  }
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return ec == std::errc() && ptr == end && !text.empty();
-}
-
-bool parse_on_off(const std::string& text, bool& out) {
-  if (text == "on" || text == "true" || text == "1") return out = true, true;
-  if (text == "off" || text == "false" || text == "0") return out = false, true;
-  return false;
-}
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string s;
@@ -81,7 +53,9 @@ struct Row {
   model::RankBytes bytes;                    // the model's split, through the first step
   bool ok = true;
   std::string outcome;
+  std::string failing_param;  // the parameter construction fails on (for the pictures)
   double max_diff = 0;  // largest |port - reference| over owned pieces after the steps
+  std::vector<std::pair<std::string, double>> param_diff;  // the same, per parameter
   bool compared = false;
   uint64_t digest = 0;  // of the final states of the rank's instances (tensor mode)
 };
@@ -118,10 +92,11 @@ void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device
       row.pieces_fp32 += c.params[e.param].dtype == model::DType::kFloat32 ? 1 : 0;
     }
   }
-  auto fail = [&](const std::string& outcome) {
+  auto fail = [&](const std::string& outcome, int param) {
     if (!row.ok) return;
     row.ok = false;
     row.outcome = outcome;
+    if (param >= 0) row.failing_param = c.params[param].name;
   };
   const model::RankBytes bytes = model::rank_bytes(c, layouts, plan, device.is_cuda());
   row.bytes += bytes;
@@ -134,7 +109,8 @@ void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device
         for (const auto& e : g.installed) {
           if (e.kind == model::ShardKind::kFp32View) {
             fail("ValueError: can't optimize a non-leaf Tensor (first: " +
-                 c.params[e.param].name + ") [predicted]");
+                 c.params[e.param].name + ") [predicted]",
+                 e.param);
           }
         }
       }
@@ -148,7 +124,7 @@ void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device
   if (obs.error) {
     std::string outcome = obs.error_type + ": " + *obs.error;
     if (obs.failing_param >= 0) outcome += " (first: " + c.params[obs.failing_param].name + ")";
-    fail(outcome);
+    fail(outcome, obs.failing_param);
     return;
   }
   const auto fma = torch_cpu_fma_mode();
@@ -165,9 +141,14 @@ void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const std::vector<float> got = rig.model_piece(g, i);
       const std::vector<float>& want = ref.model_piece(g, i);
+      double piece_diff = 0;
       for (size_t e = 0; e < got.size(); ++e) {
         const double d = std::fabs(static_cast<double>(got[e]) - want[e]);
         if (!(d <= row.max_diff)) row.max_diff = std::isnan(d) ? INFINITY : d;
+        if (!(d <= piece_diff)) piece_diff = std::isnan(d) ? INFINITY : d;
+      }
+      if (o.heat) {
+        row.param_diff.emplace_back(c.params[plan.groups[g].installed[i].param].name, piece_diff);
       }
     }
   }
@@ -180,213 +161,7 @@ std::string fmt_diff(double d) {
   return os.str();
 }
 
-// The options that take a value, which may also come as the next argument.
-const std::set<std::string> kValueOptions{
-    "model",     "model-file",         "variant",         "pp",     "vpp",  "ep",    "dp",
-    "offload",   "offload-fraction",   "precision-aware", "device", "seed", "scale", "steps",
-    "processes", "collective-timeout", "launch-timeout",  "fault",  "tp",
-    "pipeline-layout", "first-stage-layers", "last-stage-layers"};
-
 }  // namespace
-
-std::string cli_usage() {
-  return "usage: shardcheck-sim [options]\n"
-         "Builds every rank of a parallel world with the LibTorch port of Megatron-Core's\n"
-         "DistributedOptimizer (and HybridDeviceOptimizer when offloading), once per variant,\n"
-         "and prints one row per rank. With no options: the seed scenario.\n"
-         "  --model=NAME             " + join(inventory_names(), ", ") + " (dsv4-flash)\n"
-         "  --model-file=FILE        a model described in a JSON file (see models/README.md)\n"
-         "  --variant=A[,B...]       port variants, or 'all' (upstream,pr6982)\n"
-         "  --pp=N --vpp=N --ep=N --dp=N   parallel sizes (8, 3, 4, 4); ep divides dp\n"
-         "  --tp=N                   tensor-parallel size (1): shapes sharded as Megatron does;\n"
-         "                           TP rank 0 is simulated (every TP rank has its structure)\n"
-         "  --pipeline-layout=L|none Megatron's pipeline layout (E, t, m, L; '|' between the\n"
-         "                           pp * vpp stages); the model's own when it has pp * vpp\n"
-         "                           stages, else Megatron's even split\n"
-         "  --first-stage-layers=N --last-stage-layers=N   uneven split (Megatron's\n"
-         "                           num_layers_in_first/last_pipeline_stage)\n"
-         "  --offload=on|off         CPU offload through HybridDeviceOptimizer (on)\n"
-         "  --offload-fraction=F     fraction in [0, 1] (1.0)\n"
-         "  --precision-aware=on|off precision-aware optimizer (on)\n"
-         "  --device=auto|cpu|cuda   accelerator for the port (auto)\n"
-         "  --seed=N|HASH            decimal seed or 40-hex commit hash (0)\n"
-         "  --scale=N                divide every dimension by N, keeping each parameter\n"
-         "                           (64 with tensors, 1 with --layout-only)\n"
-         "  --steps=N                optimizer steps per rank, compared with the reference (3)\n"
-         "  --layout-only            the reference model only, no tensors: full sizes in seconds,\n"
-         "                           outcomes predicted\n"
-         "  --check-determinism      run twice; fail unless the digests of all final states match\n"
-         "  --json                   JSON instead of a table\n"
-         "  --stats                  also print wall time, CPU time and peak resident memory\n"
-         "Multi-process mode (one process per rank over c10d Gloo; DP x PP, EP, one variant):\n"
-         "  --processes=N            start N = pp * dp ranks of this program on 127.0.0.1\n"
-         "  --multi-process          be one rank: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT\n"
-         "                           from the environment (torchrun, Slurm)\n"
-         "  --collective-timeout=S   collective and rendezvous timeout in seconds (60)\n"
-         "  --launch-timeout=S       --processes stops the world after S seconds (600)\n"
-         "  --fault=KIND[@RANK]      perturbation to test the checks: drop-grads, stall, exit,\n"
-         "                           skip-all-gather\n"
-         "Options taking a value also accept it as the next argument (--dp 2).\n";
-}
-
-std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args) {
-  CliOptions o;
-  bool model_named = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    // "--name value" means "--name=value" for the options that take a value.
-    if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos &&
-        kValueOptions.count(arg.substr(2))) {
-      if (i + 1 == args.size()) return arg + " needs a value (" + arg + "=VALUE; see --help)";
-      arg += "=" + args[++i];
-    }
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (arg == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (arg == "--stats") {
-      o.stats = true;
-      continue;
-    }
-    if (arg == "--layout-only") {
-      o.layout_only = true;
-      continue;
-    }
-    if (arg == "--check-determinism") {
-      o.check_determinism = true;
-      continue;
-    }
-    if (arg == "--multi-process") {
-      o.multi_process = true;
-      continue;
-    }
-    const size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
-      return "unknown argument '" + arg + "' (options take the form --name=value; see --help)";
-    }
-    const std::string name = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
-    int64_t n = 0;
-    auto bad = [&](const std::string& why) { return "--" + name + "=" + value + ": " + why; };
-    if (name == "model") {
-      bool known = false;
-      for (const auto& m : inventory_names()) known |= m == value;
-      if (!known) return bad("unknown model; known: " + join(inventory_names(), ", "));
-      o.model = value;
-      model_named = true;
-    } else if (name == "model-file") {
-      if (value.empty()) return bad("expected a file name");
-      o.model_file = value;
-    } else if (name == "variant") {
-      o.variants.clear();
-      if (value == "all") {
-        for (const auto& b : sut::all_behaviours()) o.variants.push_back(b.name);
-        continue;
-      }
-      std::stringstream ss(value);
-      std::string v;
-      while (std::getline(ss, v, ',')) {
-        if (!sut::behaviour_by_name(v)) {
-          std::vector<std::string> known;
-          for (const auto& b : sut::all_behaviours()) known.push_back(b.name);
-          return bad("unknown variant '" + v + "'; known: " + join(known, ", "));
-        }
-        o.variants.push_back(v);
-      }
-      if (o.variants.empty()) return bad("no variant named");
-    } else if (name == "pp" || name == "vpp" || name == "ep" || name == "dp" || name == "tp") {
-      if (!parse_int(value, n) || n < 1 || n > 65536) {
-        return bad("expected an integer from 1 to 65536");
-      }
-      int& field = name == "pp"    ? o.world.pp
-                   : name == "vpp" ? o.world.vpp
-                   : name == "ep"  ? o.world.ep
-                   : name == "tp"  ? o.world.tp
-                                   : o.world.dp;
-      field = static_cast<int>(n);
-    } else if (name == "first-stage-layers" || name == "last-stage-layers") {
-      if (!parse_int(value, n) || n < 1 || n > 100000) {
-        return bad("expected an integer from 1 to 100000");
-      }
-      (name == "first-stage-layers" ? o.world.first_stage_layers : o.world.last_stage_layers) =
-          static_cast<int>(n);
-    } else if (name == "pipeline-layout") {
-      if (value.empty()) return bad("expected a layout such as Et|tt|tL, or none");
-      if (value != "none") {
-        auto layout = parse_pipeline_layout(value);
-        if (auto* why = std::get_if<std::string>(&layout)) return bad(*why);
-      }
-      o.world.pipeline_layout = value;
-    } else if (name == "offload") {
-      if (!parse_on_off(value, o.offload)) return bad("expected on or off");
-    } else if (name == "offload-fraction") {
-      if (!parse_double(value, o.offload_fraction) || o.offload_fraction < 0.0 ||
-          o.offload_fraction > 1.0) {
-        return bad("the offload fraction must be a number in [0, 1]");
-      }
-    } else if (name == "precision-aware") {
-      if (!parse_on_off(value, o.precision_aware)) return bad("expected on or off");
-    } else if (name == "device") {
-      if (value != "auto" && value != "cpu" && value != "cuda") {
-        return bad("expected auto, cpu or cuda");
-      }
-      o.device = value;
-    } else if (name == "seed") {
-      if (!parse_seed(value, o.seed)) return bad("expected a decimal seed or a 40-hex hash");
-    } else if (name == "steps") {
-      if (!parse_int(value, n) || n < 0 || n > 100) return bad("expected an integer from 0 to 100");
-      o.steps = static_cast<int>(n);
-    } else if (name == "scale") {
-      if (!parse_int(value, n) || n < 1) return bad("expected a positive integer");
-      o.scale = n;
-    } else if (name == "processes") {
-      if (!parse_int(value, n) || n < 1 || n > 1024) {
-        return bad("expected an integer from 1 to 1024");
-      }
-      o.processes = static_cast<int>(n);
-    } else if (name == "collective-timeout" || name == "launch-timeout") {
-      double t = 0;
-      if (!parse_double(value, t) || t <= 0 || t > 86400) {
-        return bad("expected seconds above 0, at most 86400");
-      }
-      (name == "collective-timeout" ? o.collective_timeout_s : o.launch_timeout_s) = t;
-    } else if (name == "fault") {
-      const size_t at = value.find('@');
-      o.fault = value.substr(0, at);
-      o.fault_rank = -1;
-      if (o.fault != "drop-grads" && o.fault != "stall" && o.fault != "exit" &&
-          o.fault != "skip-all-gather") {
-        return bad("unknown fault; known: drop-grads, stall, exit, skip-all-gather");
-      }
-      if (at != std::string::npos) {
-        if (!parse_int(value.substr(at + 1), n) || n < 0 || n > 65535) {
-          return bad("expected KIND@RANK with a rank from 0");
-        }
-        o.fault_rank = static_cast<int>(n);
-      }
-    } else {
-      return "unknown option '--" + name + "' (see --help)";
-    }
-  }
-  if (model_named && !o.model_file.empty()) {
-    return "--model and --model-file exclude each other (a model file names its model)";
-  }
-  if (o.world.pipeline_layout != "" && o.world.pipeline_layout != "none" &&
-      (o.world.first_stage_layers > 0 || o.world.last_stage_layers > 0)) {
-    return "--pipeline-layout excludes --first-stage-layers and --last-stage-layers";
-  }
-  if (o.processes > 0 && o.multi_process) {
-    return "--processes and --multi-process exclude each other (--processes starts the ranks)";
-  }
-  if (!o.fault.empty() && o.processes == 0 && !o.multi_process) {
-    return "--fault needs the multi-process mode (--processes=N)";
-  }
-  o.args = args;
-  return o;
-}
 
 namespace {
 
@@ -507,6 +282,115 @@ std::string stats_line(const RunStats& s) {
 
 }  // namespace
 
+std::string format_bytes(int64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 6) v /= 1024.0, ++u;
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(u == 0 ? 0 : 1) << v << " " << kUnits[u];
+  return os.str();
+}
+
+int64_t default_memory_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return int64_t{8} << 30;
+  return static_cast<int64_t>(pages) / 2 * page;
+}
+
+namespace {
+
+// The rank of a world that would hold the most tensor bytes in tensor mode, by the model's
+// accounting (both sides, once stepped: on a CPU accelerator both are host memory).
+struct LargestRank {
+  int64_t total = -1;
+  int stage = 0, dp_rank = 0;
+  model::SideBytes kinds;  // accelerator + host, per kind
+  std::vector<model::ParamSpec> params;
+};
+
+LargestRank largest_rank(const CliOptions& o, const ModelInventory& model, const WorldSizes& w) {
+  LargestRank best;
+  for (int stage = 0; stage < w.pp; ++stage) {
+    for (int d = 0; d < w.dp; ++d) {
+      model::CaseSpec c;
+      c.params = stage_params(model.params, w, model.num_layers, stage, d % w.ep,
+                              model.num_experts);
+      c.dp = w.dp;
+      c.expert_dp = w.dp / w.ep;
+      c.precision_aware = o.precision_aware;
+      c.cpu_offload = o.offload;
+      c.offload_fraction = o.offload_fraction;
+      c.grad_reduce_in_fp32 = true;
+      const auto layouts = model::full_param_layout(c);
+      model::SideBytes kinds;
+      for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+        if (!model::instance_present(c, inst)) continue;
+        const int64_t rank = inst == model::Instance::kExpert ? d / w.ep : d;
+        const model::RankBytes b =
+            model::rank_bytes(c, layouts, model::plan_rank(c, layouts, inst, rank));
+        kinds += b.accelerator;
+        kinds += b.host;
+      }
+      if (kinds.after_step() > best.total) {
+        best.total = kinds.after_step();
+        best.stage = stage;
+        best.dp_rank = d;
+        best.kinds = kinds;
+        best.params = std::move(c.params);
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::optional<std::string> memory_budget_refusal(const CliOptions& o, const ModelInventory& model,
+                                                 const WorldSizes& w, int64_t scale,
+                                                 int64_t budget) {
+  const LargestRank worst = largest_rank(o, model, w);
+  if (worst.total <= budget) return std::nullopt;
+  std::ostringstream os;
+  os << "tensor mode would build " << format_bytes(worst.total) << " of tensors for rank "
+     << worst.stage * w.dp + worst.dp_rank << " (stage " << worst.stage << ", dp rank "
+     << worst.dp_rank << ") of " << model.name << " at scale " << scale
+     << ", above --memory-budget=" << format_bytes(budget) << "; largest kinds:";
+  const std::pair<const char*, int64_t> kinds[] = {
+      {"param_buffer", worst.kinds.param_buffer},   {"grad_buffer", worst.kinds.grad_buffer},
+      {"main_params", worst.kinds.main_params},     {"grad_copies", worst.kinds.grad_copies},
+      {"optimizer_state", worst.kinds.optimizer_state}};
+  std::vector<std::pair<const char*, int64_t>> sorted(std::begin(kinds), std::end(kinds));
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (size_t i = 0; i < 3; ++i) {
+    os << (i ? ", " : " ") << sorted[i].first << " " << format_bytes(sorted[i].second);
+  }
+  std::vector<const model::ParamSpec*> params;
+  for (const auto& p : worst.params) params.push_back(&p);
+  auto bytes = [](const model::ParamSpec* p) { return p->numel() * model::element_size(p->dtype); };
+  std::stable_sort(params.begin(), params.end(),
+                   [&](const auto* a, const auto* b) { return bytes(a) > bytes(b); });
+  os << "; largest parameters:";
+  for (size_t i = 0; i < params.size() && i < 3; ++i) {
+    os << (i ? ", " : " ") << params[i]->name << " (" << model::dtype_name(params[i]->dtype)
+       << ", " << format_bytes(bytes(params[i])) << ")";
+  }
+  // The smallest power-of-two multiple of the scale at which the largest rank fits.
+  std::string fits;
+  for (int64_t s = scale * 2; s <= (int64_t{1} << 40); s *= 2) {
+    auto smaller = load_model(o, s);
+    if (!std::holds_alternative<ModelInventory>(smaller)) break;
+    if (largest_rank(o, std::get<ModelInventory>(smaller), w).total <= budget) {
+      fits = "--scale=" + std::to_string(s) + " fits; ";
+      break;
+    }
+  }
+  os << ". Use a larger --scale (" << fits << "every dimension is divided by it) or "
+     << "--layout-only (no tensors, any size), or raise --memory-budget";
+  return os.str();
+}
+
 std::variant<ModelInventory, std::string> load_model(const CliOptions& o, int64_t scale) {
   if (!o.model_file.empty()) return load_inventory_file(o.model_file, scale);
   if (auto model = builtin_model(o.model, scale)) return std::move(*model);
@@ -581,6 +465,13 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     return 2;
   }
   const WorldSizes& w = std::get<WorldSizes>(world);
+  if (!o.layout_only) {  // refuse before any tensor is built
+    const int64_t budget = o.memory_budget > 0 ? o.memory_budget : default_memory_budget();
+    if (auto why = memory_budget_refusal(o, model, w, scale, budget)) {
+      err << "shardcheck-sim: " << *why << "\n";
+      return 2;
+    }
+  }
   const std::string header =
       "SEED=" + std::to_string(o.seed) + " model=" + model.name +
       (o.model_file.empty() ? "" : " model_file=" + o.model_file) + " scale=" +
@@ -596,6 +487,16 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
       }() + " precision_aware=" + (o.precision_aware ? "on" : "off") +
       " device=" + (device.is_cuda() ? "cuda" : "cpu") + " torch=" + sut::torch_version() +
       " variants=" + join(o.variants, ",");
+
+  // The pictures' files are checked before the run, which may take a while.
+  for (const std::string* path : {&o.svg, &o.html}) {
+    if (path->empty()) continue;
+    std::ofstream probe(*path, std::ios::app);
+    if (!probe) {
+      err << "shardcheck-sim: cannot write " << *path << ": " << std::strerror(errno) << "\n";
+      return 2;
+    }
+  }
 
   auto compute_rows = [&] {
   std::vector<Row> rows;
@@ -657,6 +558,60 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     os << "determinism: two runs, identical digests of all final states (" << std::hex << all
        << ")";
     determinism = os.str();
+  }
+  if (!o.svg.empty() || !o.html.empty()) {
+    PictureInput pic;
+    pic.title = "shardcheck-sim: " + model.name + ", TP " + std::to_string(w.tp) + " PP " +
+                std::to_string(w.pp) + " VPP " + std::to_string(w.vpp) + " EP " +
+                std::to_string(w.ep) + " DP " + std::to_string(w.dp) +
+                (o.offload ? ", offload on" : ", offload off") +
+                (o.layout_only ? ", layout only (outcomes predicted)" : "");
+    pic.header = header;
+    pic.pp = w.pp;
+    pic.dp = w.dp;
+    pic.ep = w.ep;
+    pic.steps = o.heat ? o.steps : 0;
+    pic.variants = o.variants;
+    for (int stage = 0; stage < w.pp; ++stage) {
+      PictureStage st;
+      st.stage = stage;
+      st.c.params = stage_params(params, w, num_layers, stage, 0, num_experts);
+      st.c.dp = w.dp;
+      st.c.expert_dp = w.dp / w.ep;
+      st.c.precision_aware = o.precision_aware;
+      st.c.cpu_offload = o.offload;
+      st.c.offload_fraction = o.offload_fraction;
+      st.c.grad_reduce_in_fp32 = true;  // as in the rows
+      pic.stages.push_back(std::move(st));
+    }
+    for (const Row& r : rows) {
+      PictureRank p;
+      p.variant = r.variant;
+      p.rank = r.rank;
+      p.stage = r.stage;
+      p.dp_rank = r.dp_rank;
+      p.ep_rank = r.ep_rank;
+      p.params = r.params;
+      p.params_fp32_kept = r.params_fp32_kept;
+      p.pieces = r.pieces;
+      p.pieces_fp32 = r.pieces_fp32;
+      p.accel_bytes = r.accel_bytes;
+      p.host_bytes = r.host_bytes;
+      p.ok = r.ok;
+      p.outcome = r.outcome;
+      p.failing_param = r.failing_param;
+      if (r.compared) p.max_diff = r.max_diff;
+      p.param_diff = r.param_diff;
+      pic.ranks.push_back(std::move(p));
+    }
+    const std::string svg = draw_svg(pic);
+    std::optional<std::string> why;
+    if (!o.svg.empty()) why = write_text_file(o.svg, svg);
+    if (!why && !o.html.empty()) why = write_text_file(o.html, draw_html(pic, svg));
+    if (why) {
+      err << "shardcheck-sim: " << *why << "\n";
+      return 2;
+    }
   }
   const std::optional<RunStats> stats =
       o.stats ? std::optional<RunStats>(measure(start)) : std::nullopt;

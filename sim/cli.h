@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <variant>
@@ -29,11 +30,17 @@ struct CliOptions {
   uint64_t seed = 0;
   int64_t scale = 0;  // 0: 64 in tensor mode, 1 (full size) in layout-only mode
   int steps = 3;       // optimizer steps per rank in tensor mode
+  // --memory-budget=BYTES: tensor mode refuses, before building any tensor, a world one of whose
+  // ranks would hold more tensor bytes than this; 0: the default, default_memory_budget().
+  int64_t memory_budget = 0;
   bool layout_only = false;
   bool check_determinism = false;  // run twice, compare the digests of all final states
   bool json = false;
   bool stats = false;  // print the wall time, CPU time and peak resident memory of the run
   bool help = false;
+  std::string svg;    // --svg=FILE: the picture of the world (sim/picture.h)
+  std::string html;   // --html=FILE: the picture and the tables as an HTML report
+  bool heat = false;  // --heat: the pictures show each piece's difference from the reference
   // The multi-process mode (sim/multiprocess.h).
   int processes = 0;                 // --processes=N: start N local ranks (0: in-process mode)
   bool multi_process = false;        // --multi-process: be one rank (RANK etc. from the env)
@@ -48,6 +55,13 @@ struct CliOptions {
 std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args);
 // The usage text.
 std::string cli_usage();
+// A byte count such as 1048576, 512MiB, 8GiB or 1.5GB (KiB, MiB, GiB, TiB binary; KB, MB, GB, TB
+// decimal; B or no suffix: bytes); nullopt unless it is a positive count below 2^62.
+std::optional<int64_t> parse_byte_size(const std::string& text);
+// "12.3 GiB": a byte count for messages.
+std::string format_bytes(int64_t bytes);
+// The default of --memory-budget: half the physical memory (8 GiB where it cannot be read).
+int64_t default_memory_budget();
 // Runs the main job; returns the process exit status (0 when the job ran, 2 on bad input).
 int run_cli(const CliOptions& options, std::ostream& out, std::ostream& err);
 // The model `options` choose (--model or --model-file) at `scale`, or a message naming the
@@ -58,6 +72,13 @@ std::variant<ModelInventory, std::string> load_model(const CliOptions& options, 
 // EP dividing the experts; TP dividing every dimension it splits at full size. Or the message.
 std::variant<WorldSizes, std::string> checked_world(const CliOptions& o,
                                                     const ModelInventory& model);
+// Tensor mode's memory check: the model's byte accounting (model/memory.h, both sides, once
+// stepped) of the largest rank of world `w` on `model` at `scale`, against `budget`. Empty when
+// it fits; else the refusal, naming the rank, the largest kinds of bytes and the largest
+// parameters, and suggesting a larger --scale or --layout-only. Allocates no tensor.
+std::optional<std::string> memory_budget_refusal(const CliOptions& o, const ModelInventory& model,
+                                                 const WorldSizes& w, int64_t scale,
+                                                 int64_t budget);
 // parse_cli + run_cli, printing parse errors to `err` with exit status 2.
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -603,6 +604,11 @@ int run_worker(const CliOptions& options, std::ostream& out, std::ostream& err) 
           }
         }
         i.rig->step_with_main_grads(in);
+        if (k == 0 && fault_here("die")) {
+          // Mid-step: its DP group has reduced the grads and waits for its all-gather.
+          emit(err, me + ": killing itself with SIGKILL mid-step (--fault=die)");
+          std::raise(SIGKILL);
+        }
         if (o.fault == "skip-all-gather") continue;
         for (size_t b = 0; b < buffers.size(); ++b) {
           for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
@@ -715,6 +721,9 @@ int run_local_launcher(const CliOptions& o, std::ostream& out, std::ostream& err
   spec.args.push_back("--multi-process");
   spec.processes = o.processes;
   spec.timeout_s = o.launch_timeout_s;
+  // When a rank fails, the others get the collective timeout (and a little) to see it and exit
+  // with their own error before the launcher stops them.
+  spec.grace_s = o.collective_timeout_s + 2;
   spec.master_port = pick_free_port(spec.master_addr);
   std::ostringstream header;
   const WorldSizes& w = s.o.world;

@@ -2,6 +2,7 @@
 // world prints one row per rank for each variant.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -397,6 +398,82 @@ TEST(Cli, HelpListsTheParallelOptions) {
                              "--last-stage-layers=N"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
+}
+
+TEST(Cli, MemoryBudgetTakesByteCountsWithUnits) {
+  EXPECT_EQ(parse_byte_size("8GiB"), int64_t{8} << 30);
+  EXPECT_EQ(parse_byte_size("512MiB"), int64_t{512} << 20);
+  EXPECT_EQ(parse_byte_size("1.5GB"), int64_t{1500000000});
+  EXPECT_EQ(parse_byte_size("1000000"), int64_t{1000000});
+  EXPECT_EQ(parse_byte_size("64B"), int64_t{64});
+  for (const char* bad : {"", "0", "GiB", "-1GiB", "8XB", "1e3", ".", "nan", "99999999TiB"}) {
+    EXPECT_FALSE(parse_byte_size(bad).has_value()) << bad;
+  }
+  expect_rejected({"--memory-budget=lots"}, "--memory-budget=lots: expected a byte count");
+  EXPECT_GE(default_memory_budget(), int64_t{1} << 20);
+}
+
+const std::vector<std::string> kTinyLlama{"--model=llama", "--scale=1024", "--pp=1", "--vpp=1",
+                                          "--ep=1", "--dp=1", "--variant=pr6982", "--steps=1"};
+
+TEST(Cli, TensorModeRefusesAWorldAboveTheMemoryBudgetBeforeBuildingIt) {
+  const CliRun small = run(plus(kTinyLlama, {"--memory-budget=1KiB"}));
+  EXPECT_EQ(small.status, 2) << small.err;
+  EXPECT_TRUE(small.out.empty()) << small.out;
+  EXPECT_NE(small.err.find("above --memory-budget=1.0 KiB"), std::string::npos) << small.err;
+  const CliRun fits = run(plus(kTinyLlama, {"--memory-budget=1GiB"}));
+  EXPECT_EQ(fits.status, 0) << fits.err;
+  EXPECT_NE(fits.out.find("pr6982: 0 of 1 ranks fail construction"), std::string::npos);
+
+  // The full-size seed world: far beyond any budget; refused at once, naming the rank, the
+  // largest kinds of bytes and parameters, and a scale that fits.
+  const CliRun full = run({"--scale=1", "--memory-budget=8GiB"});
+  EXPECT_EQ(full.status, 2) << full.err;
+  EXPECT_TRUE(full.out.empty());
+  for (const char* part :
+       {"shardcheck-sim: tensor mode would build ", " GiB of tensors for rank ",
+        "of dsv4-flash at scale 1, above --memory-budget=8.0 GiB", "; largest kinds: ",
+        "grad_buffer ", "; largest parameters: ", "(bf16, ", "Use a larger --scale (--scale=",
+        " fits; ", "--layout-only (no tensors, any size)"}) {
+    EXPECT_NE(full.err.find(part), std::string::npos) << part << "\n" << full.err;
+  }
+  // The suggested scale is the smallest power of two that fits the budget.
+  const size_t at = full.err.find("(--scale=") + 9;
+  const int64_t suggested = std::stoll(full.err.substr(at));
+  ASSERT_GE(suggested, 2);
+  const CliOptions o;
+  auto refused_at = [&](int64_t scale) {
+    auto model = load_model(o, scale);
+    EXPECT_TRUE(std::holds_alternative<ModelInventory>(model));
+    auto world = checked_world(o, std::get<ModelInventory>(model));
+    EXPECT_TRUE(std::holds_alternative<WorldSizes>(world));
+    return memory_budget_refusal(o, std::get<ModelInventory>(model),
+                                 std::get<WorldSizes>(world), scale, int64_t{8} << 30)
+        .has_value();
+  };
+  EXPECT_FALSE(refused_at(suggested));
+  EXPECT_TRUE(refused_at(suggested / 2));
+}
+
+TEST(Cli, LayoutOnlyAllocatesNoTensorsAtFullSizeWhateverTheBudget) {
+  const CliRun r = run({"--layout-only", "--scale=1", "--memory-budget=1KiB", "--json",
+                        "--stats", "--variant=pr6982"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto parsed = nlohmann::json::parse(r.out);
+  int64_t largest = 0;
+  for (const auto& rank : parsed.at("ranks")) {
+    int64_t total = 0;
+    for (const char* side : {"accelerator", "host"}) {
+      for (const auto& [kind, bytes] : rank.at("bytes").at(side).items()) {
+        total += bytes.get<int64_t>();
+      }
+    }
+    largest = std::max(largest, total);
+  }
+  // A rank of the full-size world would hold tens of GiB of tensors; this process never held
+  // more than a few hundred MiB.
+  EXPECT_GT(largest, int64_t{16} << 30);
+  EXPECT_LT(parsed.at("stats").at("peak_rss_bytes").get<int64_t>(), int64_t{2} << 30);
 }
 
 }  // namespace
