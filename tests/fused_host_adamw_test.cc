@@ -80,6 +80,7 @@ std::vector<torch::Tensor> run(std::vector<torch::Tensor> params, int steps, Opt
 
 bool bit_equal(const torch::Tensor& x, const torch::Tensor& y) {
   if (x.numel() != y.numel() || x.scalar_type() != y.scalar_type()) return false;
+  if (x.numel() == 0) return true;  // an empty tensor's data pointer may be null
   torch::Tensor cx = x.contiguous(), cy = y.contiguous();
   return std::memcmp(cx.data_ptr(), cy.data_ptr(), cx.numel() * cx.element_size()) == 0;
 }
