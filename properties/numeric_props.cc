@@ -306,6 +306,23 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
       loaded = "loading the distributed checkpoint raised: " + e.msg();
     }
     check(loaded, b);
+    // Each group's hyper-parameters right after the load, before a step rewrites lr and weight
+    // decay: a group matched to the wrong saved group shows only here (MEG-06).
+    const std::vector<model::AdamWHyper> want = a.group_hyper_parameters(),
+                                         got = z.group_hyper_parameters();
+    for (size_t g = 0; g < want.size() && g < got.size(); ++g) {
+      const model::AdamWHyper &x = got[g], &y = want[g];
+      if (x.lr != y.lr || x.beta1 != y.beta1 || x.beta2 != y.beta2 || x.eps != y.eps ||
+          x.weight_decay != y.weight_decay) {
+        std::ostringstream os;
+        os.precision(9);
+        os << "rank " << plan.rank << " group " << g << " after the load: lr " << x.lr << " wd "
+           << x.weight_decay << " beta1 " << x.beta1 << " beta2 " << x.beta2 << " eps " << x.eps
+           << "; saved lr " << y.lr << " wd " << y.weight_decay << " beta1 " << y.beta1
+           << " beta2 " << y.beta2 << " eps " << y.eps;
+        check(os.str(), b);
+      }
+    }
     continue_both(a, z, c, s, split, plan, [&](size_t g, size_t i, const std::string& at) {
       check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
                           at + " (resumed vs uninterrupted)"),

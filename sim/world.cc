@@ -616,6 +616,15 @@ void RankRig::load_distributed(const Checkpoint& ck) {
   r.dist->load_state_dict(sd, kDummyStepSeed);
 }
 
+std::vector<model::AdamWHyper> RankRig::group_hyper_parameters() const {
+  TORCH_CHECK(impl_->dist, "RankRig::group_hyper_parameters: construction failed");
+  std::vector<model::AdamWHyper> out;
+  for (const sut::SavedGroup& g : impl_->dist->group_hyper_parameters()) {
+    out.push_back(model::AdamWHyper{g.lr, g.beta1, g.beta2, g.eps, g.weight_decay});
+  }
+  return out;
+}
+
 const char* format_name(GatheredFormat f) {
   return f == GatheredFormat::kDpZero ? "dp_zero_gather_scatter" : "fully_reshardable";
 }

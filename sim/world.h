@@ -153,6 +153,8 @@ class RankRig {
   // checkpoint read in place into the model params and the optimizer tensors it links, then
   // DistributedOptimizer.load_state_dict with that param_state. Any inner optimizer.
   void load_distributed(const Checkpoint& ck);
+  // lr, betas, eps and weight decay of every optimizer group, in group order.
+  std::vector<model::AdamWHyper> group_hyper_parameters() const;
   // Saves the DP group `group` (group[r] is DP rank r of one instance of one case, every rank
   // constructed) in `format`, through get_parameter_state_dp_zero and, for
   // "fully_reshardable", sharded_param_state_fully_reshardable. What Megatron raises while

@@ -78,7 +78,8 @@ INSTANTIATE_TEST_SUITE_P(
         Kill{"distopt-dp-zero-sync",
              "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
         Kill{"MEG-04", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
-        Kill{"DS-07", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"}),
+        Kill{"DS-07", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
+        Kill{"MEG-06", "DistributedCheckpoint.ResumeEqualsNoInterruption"}),
     [](const ::testing::TestParamInfo<Kill>& info) {
       std::string n = std::string(info.param.variant) + "_" + info.param.property;
       for (char& ch : n) {

@@ -73,6 +73,7 @@ const std::vector<Behaviour>& all_mutants() {
     add("PT-04", &Behaviour::mutant_pt04_group_order);
     add("DS-05", &Behaviour::mutant_ds05_fp32_stride);
     add("DS-07", &Behaviour::mutant_ds07_dp_zero_padded_offsets);
+    add("MEG-06", &Behaviour::mutant_meg06_drop_lr_mult);
     return out;
   }();
   return kAll;

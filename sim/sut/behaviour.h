@@ -116,6 +116,10 @@ struct Behaviour {
   // Mutant DS-07: load_parameter_state_from_dp_zero advances through the packed world tensors by
   // each bucket's padded size, as if the end padding had been saved.
   bool mutant_ds07_dp_zero_padded_offsets = false;
+  // Mutant MEG-06: `lr_mult` dropped from the identifier keys that load_state_dict matches saved
+  // param groups by, so groups that differ only in it collide and one takes the other's
+  // hyper-parameters.
+  bool mutant_meg06_drop_lr_mult = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

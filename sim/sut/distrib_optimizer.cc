@@ -438,6 +438,12 @@ torch::Tensor DistributedOptimizer::installed_tensor(int param) const {
   TORCH_CHECK(false, "KeyError: model param ", param, " is not in the group index map");
 }
 
+std::vector<SavedGroup> DistributedOptimizer::group_hyper_parameters() const {
+  std::vector<SavedGroup> out;
+  for (const auto& g : optimizer_->param_groups()) out.push_back(read_group(g.options()));
+  return out;
+}
+
 DistOptStateDict DistributedOptimizer::state_dict() const {
   const auto* hdo = dynamic_cast<const HybridDeviceOptimizer*>(optimizer_.get());
   const auto* fused = dynamic_cast<const FusedAdam*>(optimizer_.get());
@@ -485,12 +491,16 @@ void DistributedOptimizer::load_state_dict(const DistOptStateDict& sd, uint64_t 
   if (hdo && hdo->state_empty()) hdo->dummy_step(dummy_step_seed, attrs_);
 
   // Saved groups by identifier keys (a later duplicate wins, as in the dict Megatron builds).
+  auto identify = [&](GroupKey k) {
+    if (behaviour_.mutant_meg06_drop_lr_mult) k.lr_mult = 1.0;
+    return k;
+  };
   std::map<GroupKey, SavedGroup> by_key;
-  for (const SavedGroup& g : sd.param_groups) by_key[g.key] = g;
+  for (const SavedGroup& g : sd.param_groups) by_key[identify(g.key)] = g;
   auto& groups = optimizer_->param_groups();
   std::vector<SavedGroup> merged;
   for (size_t g = 0; g < groups.size(); ++g) {
-    const GroupKey k = g < group_keys_.size() ? group_keys_[g] : GroupKey{};
+    const GroupKey k = identify(g < group_keys_.size() ? group_keys_[g] : GroupKey{});
     auto it = by_key.find(k);
     TORCH_CHECK(it != by_key.end(), "KeyError: no saved param group with the keys of group ", g);
     merged.push_back(it->second);

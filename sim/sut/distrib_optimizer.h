@@ -177,6 +177,9 @@ class DistributedOptimizer {
   // Megatron extracts it (torch AdamW: the one step of all state entries; HybridDeviceOptimizer:
   // that of the first host AdamW with state; TE FusedAdam: the groups' step).
   DistOptStateDict state_dict() const;
+  // lr, betas, eps and weight decay of every inner-optimizer group, as the next step would use
+  // them (no key, no step).
+  std::vector<SavedGroup> group_hyper_parameters() const;
   // `load_state_dict()`: a hybrid optimizer without state first takes a dummy step; saved groups
   // are matched by identifier keys; an optimizer without state gets placeholder state; `step`
   // goes where Megatron puts it; then the inner optimizer loads, and `param_state`, if any, is
