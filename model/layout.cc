@@ -65,6 +65,7 @@ BufferLayout walk(const CaseSpec& c, const BufferParams& buffer, int64_t dp, boo
   int64_t end = 0;
   int bucket_id = 0;
   int open = 0;  // parameters in the open bucket
+  const std::optional<int64_t> bucket_size = chunk_bucket_size(c, buffer.chunk);
   for (auto it = buffer.params.rbegin(); it != buffer.params.rend(); ++it) {
     const ParamSpec& p = c.params[*it];
     const bool alone = padded && p.shared_embedding;
@@ -77,7 +78,7 @@ BufferLayout walk(const CaseSpec& c, const BufferParams& buffer, int64_t dp, boo
     end = start + p.numel();
     l.placements.push_back(ParamPlacement{*it, Range{start, end}, bucket_id});
     ++open;
-    if ((c.bucket_size && end - bucket_start >= *c.bucket_size) || alone) {
+    if ((bucket_size && end - bucket_start >= *bucket_size) || alone) {
       bucket_start = start = close_bucket(l, bucket_start, end, divisor);
       ++bucket_id;
       open = 0;

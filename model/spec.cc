@@ -11,6 +11,11 @@ int64_t ParamSpec::numel() const {
   return n;
 }
 
+std::optional<int64_t> chunk_bucket_size(const CaseSpec& c, int chunk) {
+  if (c.bucket_first_chunk_only && chunk > 0) return std::nullopt;
+  return c.bucket_size;
+}
+
 int CaseSpec::num_groups() const {
   int n = 0;
   for (const auto& p : params) n = std::max(n, p.group + 1);

@@ -36,6 +36,9 @@ struct CaseSpec {
   int dp = 1;                         // dense data-parallel size (DP x CP)
   int expert_dp = 1;                  // expert data-parallel size
   std::optional<int64_t> bucket_size; // elements; nullopt = one bucket per buffer
+  // Megatron's training loop (get_model) turns bucketing off for model chunks after the first
+  // (`disable_bucketing`); DDP alone does not. The main job sets this, generated cases do not.
+  bool bucket_first_chunk_only = false;
   bool pad_for_high_nccl_busbw = false;
   bool grad_reduce_in_fp32 = false;
   bool precision_aware = false;       // use_precision_aware_optimizer_no_fp8_or_ds_fp8
@@ -51,6 +54,10 @@ struct CaseSpec {
   // One more than the largest group index (0 when there are no parameters).
   int num_groups() const;
 };
+
+// The bucket size of model chunk `chunk`'s buffers: c.bucket_size, or nullopt for a chunk after
+// the first when c.bucket_first_chunk_only.
+std::optional<int64_t> chunk_bucket_size(const CaseSpec& c, int chunk);
 
 // Empty when `c` satisfies the invariants above, else a message naming the first violation.
 std::optional<std::string> validate(const CaseSpec& c);

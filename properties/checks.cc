@@ -95,7 +95,8 @@ Violation check_layout_rules(const model::CaseSpec& c,
         }
       }
       // A pre-split happens only when the bucket is still open when the embedding arrives.
-      const bool closed_by_size = c.bucket_size && last_end - bucket.start >= *c.bucket_size;
+      const std::optional<int64_t> size = model::chunk_bucket_size(c, l.chunk);
+      const bool closed_by_size = size && last_end - bucket.start >= *size;
       const bool pre_split = last + 1 < l.placements.size() &&
                              c.params[l.placements[last + 1].param].shared_embedding &&
                              !c.params[l.placements[last].param].shared_embedding &&
@@ -138,16 +139,17 @@ Violation check_layout_rules(const model::CaseSpec& c,
     }
     // Bucket-size rule: every bucket but the last closes at the first param reaching the size
     // (or at a shared embedding); so no earlier param of the bucket had reached it.
-    for (size_t k = 0; c.bucket_size && k < l.placements.size(); ++k) {
+    const std::optional<int64_t> bucket_size = model::chunk_bucket_size(c, l.chunk);
+    for (size_t k = 0; bucket_size && k < l.placements.size(); ++k) {
       const model::ParamPlacement& pl = l.placements[k];
       const bool last_in_bucket =
           k + 1 == l.placements.size() || l.placements[k + 1].bucket != pl.bucket;
-      const bool reached = pl.range.end - l.buckets[pl.bucket].start >= *c.bucket_size;
+      const bool reached = pl.range.end - l.buckets[pl.bucket].start >= *bucket_size;
       const bool next_is_embedding =
           k + 1 < l.placements.size() && c.params[l.placements[k + 1].param].shared_embedding;
       if (reached && !last_in_bucket) {
         return str("bucket ", pl.bucket, " did not close after ", c.params[pl.param].name,
-                   " reached bucket_size ", *c.bucket_size);
+                   " reached bucket_size ", *bucket_size);
       }
       if (!reached && last_in_bucket && k + 1 != l.placements.size() &&
           !c.params[pl.param].shared_embedding && !next_is_embedding) {

@@ -299,6 +299,8 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
     model::RankReference ref(c, plan, a.initial_values(), model::FmaMode::kSeparate, false);
     RC_PRE(!ref.step_error());
     for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
+    // Per-param flags that some optimizers keep: the checkpoint must skip them (MEG-07).
+    a.add_non_tensor_state({"found_inf", "non_tensor_int"});
     Violation loaded;
     try {
       z.load_distributed(a.save());

@@ -313,15 +313,8 @@ LargestRank largest_rank(const CliOptions& o, const ModelInventory& model, const
   LargestRank best;
   for (int stage = 0; stage < w.pp; ++stage) {
     for (int d = 0; d < w.dp; ++d) {
-      model::CaseSpec c;
-      c.params = stage_params(model.params, w, model.num_layers, stage, d % w.ep,
-                              model.num_experts);
-      c.dp = w.dp;
-      c.expert_dp = w.dp / w.ep;
-      c.precision_aware = o.precision_aware;
-      c.cpu_offload = o.offload;
-      c.offload_fraction = o.offload_fraction;
-      c.grad_reduce_in_fp32 = true;
+      const model::CaseSpec c =
+          stage_case(o, w, model.params, model.num_layers, model.num_experts, stage, d % w.ep);
       const auto layouts = model::full_param_layout(c);
       model::SideBytes kinds;
       for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
@@ -505,14 +498,8 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     for (int stage = 0; stage < w.pp; ++stage) {
       for (int d = 0; d < w.dp; ++d) {
         const int ep_rank = d % w.ep;
-        model::CaseSpec c;
-        c.params = stage_params(params, w, num_layers, stage, ep_rank, num_experts);
-        c.dp = w.dp;
-        c.expert_dp = w.dp / w.ep;
-        c.precision_aware = o.precision_aware;
-        c.cpu_offload = o.offload;
-        c.offload_fraction = o.offload_fraction;
-        c.grad_reduce_in_fp32 = true;  // Megatron's default for bf16 training
+        const model::CaseSpec c =
+            stage_case(o, w, params, num_layers, num_experts, stage, ep_rank);
         Row row;
         row.variant = vname;
         row.rank = stage * w.dp + d;
@@ -575,13 +562,7 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     for (int stage = 0; stage < w.pp; ++stage) {
       PictureStage st;
       st.stage = stage;
-      st.c.params = stage_params(params, w, num_layers, stage, 0, num_experts);
-      st.c.dp = w.dp;
-      st.c.expert_dp = w.dp / w.ep;
-      st.c.precision_aware = o.precision_aware;
-      st.c.cpu_offload = o.offload;
-      st.c.offload_fraction = o.offload_fraction;
-      st.c.grad_reduce_in_fp32 = true;  // as in the rows
+      st.c = stage_case(o, w, params, num_layers, num_experts, stage, 0);
       pic.stages.push_back(std::move(st));
     }
     for (const Row& r : rows) {
@@ -639,17 +620,26 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
 }
 
-model::CaseSpec main_job_case(const CliOptions& o, const std::vector<InventoryParam>& inventory,
-                              int num_layers, int num_experts, int stage, int ep_rank) {
+model::CaseSpec stage_case(const CliOptions& o, const WorldSizes& w,
+                           const std::vector<InventoryParam>& inventory, int num_layers,
+                           int num_experts, int stage, int ep_rank) {
   model::CaseSpec c;
-  c.params = stage_params(inventory, o.world, num_layers, stage, ep_rank, num_experts);
-  c.dp = o.world.dp;
-  c.expert_dp = o.world.dp / o.world.ep;
+  c.params = stage_params(inventory, w, num_layers, stage, ep_rank, num_experts);
+  c.dp = w.dp;
+  c.expert_dp = w.dp / w.ep;
+  // DDP drops bucket_size on pipeline ranks > 0; get_model drops it for chunks after the first.
+  if (stage == 0) c.bucket_size = o.bucket_size;
+  c.bucket_first_chunk_only = true;
   c.precision_aware = o.precision_aware;
   c.cpu_offload = o.offload;
   c.offload_fraction = o.offload_fraction;
-  c.grad_reduce_in_fp32 = true;  // as in run_cli's rows
+  c.grad_reduce_in_fp32 = true;  // Megatron's default for bf16 training
   return c;
+}
+
+model::CaseSpec main_job_case(const CliOptions& o, const std::vector<InventoryParam>& inventory,
+                              int num_layers, int num_experts, int stage, int ep_rank) {
+  return stage_case(o, o.world, inventory, num_layers, num_experts, stage, ep_rank);
 }
 
 model::StepInputs main_job_step(const model::CaseSpec& c, uint64_t seed, int k) {

@@ -25,6 +25,10 @@ struct CliOptions {
   std::vector<std::string> variants{"upstream", "pr6982"};
   bool offload = true;
   double offload_fraction = 1.0;
+  // --bucket-size=N: DDP's bucket_size in elements (of the scaled model). As Megatron's training
+  // loop sets it, it buckets only pipeline stage 0's first model chunk; nullopt: one bucket per
+  // buffer (overlap_grad_reduce off).
+  std::optional<int64_t> bucket_size;
   bool precision_aware = true;
   std::string device = "auto";  // auto | cpu | cuda
   uint64_t seed = 0;
@@ -83,7 +87,11 @@ std::optional<std::string> memory_budget_refusal(const CliOptions& o, const Mode
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // The main job's case for pipeline stage `stage` and EP rank `ep_rank` of `inventory` (TP rank
-// 0), in the world o.world (a checked one: checked_world).
+// 0), in the checked world `w` (checked_world), with the switches of `o`.
+model::CaseSpec stage_case(const CliOptions& o, const WorldSizes& w,
+                           const std::vector<InventoryParam>& inventory, int num_layers,
+                           int num_experts, int stage, int ep_rank);
+// stage_case in the world o.world (a checked one).
 model::CaseSpec main_job_case(const CliOptions& o, const std::vector<InventoryParam>& inventory,
                               int num_layers, int num_experts, int stage, int ep_rank);
 // The main job's inputs of step k (grads from the seed, the groups' hyper-parameters).

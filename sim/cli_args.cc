@@ -110,6 +110,8 @@ std::string cli_usage() {
          "                           num_layers_in_first/last_pipeline_stage)\n"
          "  --offload=on|off         CPU offload through HybridDeviceOptimizer (on)\n"
          "  --offload-fraction=F     fraction in [0, 1] (1.0)\n"
+         "  --bucket-size=N|none     DDP bucket size in elements; as in Megatron's training\n"
+         "                           loop, only stage 0's first model chunk is bucketed (none)\n"
          "  --precision-aware=on|off precision-aware optimizer (on)\n"
          "  --device=auto|cpu|cuda   accelerator for the port (auto)\n"
          "  --seed=N|HASH            decimal seed or 40-hex commit hash (0)\n"
@@ -240,6 +242,14 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
       if (!parse_double(value, o.offload_fraction) || o.offload_fraction < 0.0 ||
           o.offload_fraction > 1.0) {
         return bad("the offload fraction must be a number in [0, 1]");
+      }
+    } else if (name == "bucket-size") {
+      if (value == "none") {
+        o.bucket_size.reset();
+      } else if (!parse_int(value, n) || n < 1) {
+        return bad("expected a positive element count or none");
+      } else {
+        o.bucket_size = n;
       }
     } else if (name == "precision-aware") {
       if (!parse_on_off(value, o.precision_aware)) return bad("expected on or off");

@@ -165,11 +165,12 @@ void RankRigImpl::build(uint64_t seed) {
     chunks[c.params[case_index[i]].chunk].push_back(static_cast<int>(i));
   }
   for (const auto& [chunk, members] : chunks) {
-    (void)chunk;
+    sut::DdpConfig chunk_ddp = ddp;
+    chunk_ddp.bucket_size = model::chunk_bucket_size(c, chunk);
     for (auto& [key, in_buffer] :
          sut::group_params_for_buffers(params, members, ddp.grad_reduce_in_fp32)) {
-      buffers.push_back(std::make_unique<sut::ParamAndGradBuffer>(ddp, key, params, in_buffer, dp,
-                                                                  rank, device));
+      buffers.push_back(std::make_unique<sut::ParamAndGradBuffer>(chunk_ddp, key, params,
+                                                                  in_buffer, dp, rank, device));
       buffer_ptrs.push_back(buffers.back().get());
     }
   }
@@ -623,6 +624,11 @@ std::vector<model::AdamWHyper> RankRig::group_hyper_parameters() const {
     out.push_back(model::AdamWHyper{g.lr, g.beta1, g.beta2, g.eps, g.weight_decay});
   }
   return out;
+}
+
+void RankRig::add_non_tensor_state(std::vector<std::string> keys) {
+  TORCH_CHECK(impl_->dist, "RankRig::add_non_tensor_state: construction failed");
+  impl_->dist->add_non_tensor_state(std::move(keys));
 }
 
 const char* format_name(GatheredFormat f) {

@@ -155,6 +155,9 @@ class RankRig {
   void load_distributed(const Checkpoint& ck);
   // lr, betas, eps and weight decay of every optimizer group, in group order.
   std::vector<model::AdamWHyper> group_hyper_parameters() const;
+  // Puts non-tensor entries named `keys` (say `found_inf: bool`) in the inner optimizer's
+  // per-param state, as Megatron's own test of PR #3537 does (MEG-07).
+  void add_non_tensor_state(std::vector<std::string> keys);
   // Saves the DP group `group` (group[r] is DP rank r of one instance of one case, every rank
   // constructed) in `format`, through get_parameter_state_dp_zero and, for
   // "fully_reshardable", sharded_param_state_fully_reshardable. What Megatron raises while

@@ -166,6 +166,12 @@ TEST(Cli, TheSameSeedTwiceGivesIdenticalDigestsAndTheDigestSeesTheSeed) {
   EXPECT_NE(digest_line(r), digest_line(other));
 }
 
+TEST(Cli, RejectsBadBucketSizes) {
+  expect_rejected({"--bucket-size=0"}, "--bucket-size=0: expected a positive element count or none");
+  expect_rejected({"--bucket-size=-5"}, "expected a positive element count or none");
+  expect_rejected({"--bucket-size=big"}, "expected a positive element count or none");
+}
+
 TEST(Cli, RejectsBadSteps) { expect_rejected({"--steps=-1"}, "expected an integer from 0 to 100"); }
 
 std::string models_dir() { return std::string(SC_SOURCE_DIR) + "/models/"; }

@@ -79,7 +79,8 @@ INSTANTIATE_TEST_SUITE_P(
              "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
         Kill{"MEG-04", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
         Kill{"DS-07", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
-        Kill{"MEG-06", "DistributedCheckpoint.ResumeEqualsNoInterruption"}),
+        Kill{"MEG-06", "DistributedCheckpoint.ResumeEqualsNoInterruption"},
+        Kill{"MEG-07", "DistributedCheckpoint.ResumeEqualsNoInterruption"}),
     [](const ::testing::TestParamInfo<Kill>& info) {
       std::string n = std::string(info.param.variant) + "_" + info.param.property;
       for (char& ch : n) {

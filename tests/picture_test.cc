@@ -255,6 +255,29 @@ TEST(PictureCli, SeedScenarioPictureFromThePortNamesEveryFailingRank) {
   std::remove(svg_path.c_str());
 }
 
+TEST(PictureCli, BucketSizeWorkedExampleDrawsTwoBucketsAtTheSpecsOffsets) {
+  // The layout spec's second worked example: three 5000-element params, bucket size 8000, dp 2.
+  const std::string svg_path = temp_path("three-5000.svg");
+  const std::string model = std::string(SC_SOURCE_DIR) + "/docs/pictures/models/three-5000.json";
+  const SimRun r = run_sim("--model-file=" + model +
+                           " --pp=1 --vpp=1 --ep=1 --dp=2 --bucket-size=8000 --svg=" + svg_path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string svg = read_file(svg_path);
+  ASSERT_EQ(check_xml(svg), std::nullopt);
+  EXPECT_NE(svg.find("2 buckets"), std::string::npos);
+  EXPECT_NE(svg.find("bucket 0 [0, 10,112)"), std::string::npos);
+  EXPECT_NE(svg.find("bucket 1 [10,112, 15,232)"), std::string::npos);
+  EXPECT_NE(svg.find("<title>p2 bf16 (5000,) at [0, 5,000)</title>"), std::string::npos);
+  EXPECT_NE(svg.find("<title>p1 bf16 (5000,) at [5,056, 10,056)</title>"), std::string::npos);
+  EXPECT_NE(svg.find("<title>p0 bf16 (5000,) at [10,112, 15,112)</title>"), std::string::npos);
+  // Without the option the same params share one bucket.
+  const SimRun one = run_sim("--model-file=" + model + " --pp=1 --vpp=1 --ep=1 --dp=2 --svg=" +
+                             svg_path);
+  ASSERT_EQ(one.status, 0) << one.out;
+  EXPECT_NE(read_file(svg_path).find("1 bucket "), std::string::npos);
+  std::remove(svg_path.c_str());
+}
+
 TEST(PictureCli, UnwritableOutputIsRefusedBeforeTheRun) {
   const SimRun r = run_sim("--layout-only --svg=/nonexistent-dir/seed.svg");
   EXPECT_EQ(r.status, 2) << r.out;

@@ -74,6 +74,7 @@ const std::vector<Behaviour>& all_mutants() {
     add("DS-05", &Behaviour::mutant_ds05_fp32_stride);
     add("DS-07", &Behaviour::mutant_ds07_dp_zero_padded_offsets);
     add("MEG-06", &Behaviour::mutant_meg06_drop_lr_mult);
+    add("MEG-07", &Behaviour::mutant_meg07_non_tensor_state);
     return out;
   }();
   return kAll;

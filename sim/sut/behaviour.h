@@ -120,6 +120,10 @@ struct Behaviour {
   // param groups by, so groups that differ only in it collide and one takes the other's
   // hyper-parameters.
   bool mutant_meg06_drop_lr_mult = false;
+  // Mutant MEG-07 (before PR #3537): `_get_main_param_and_optimizer_states` and
+  // `_set_main_param_and_optimizer_states` take every entry of a param's optimizer state, the
+  // non-tensor ones (e.g. `found_inf: bool`) too, and apply tensor operations to them.
+  bool mutant_meg07_non_tensor_state = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

@@ -607,6 +607,15 @@ ParamStateTensors DistributedOptimizer::get_main_param_and_optimizer_states(int 
       tensors["step"] = step_tensor(s.step());
     }
   }
+  // The state's non-tensor entries: upstream skips them (`isinstance(v, torch.Tensor)`); the
+  // MEG-07 mutant takes them, and precision-aware FusedAdam then asks for their unscaled value.
+  if (behaviour_.mutant_meg07_non_tensor_state && !tensors.empty()) {
+    for (const std::string& k : non_tensor_state_) {
+      TORCH_CHECK(!(pa && fused), "AttributeError: FusedAdam.get_unscaled_state: state '", k,
+                  "' is not a tensor and has no 'dtype'");
+      tensors[k] = torch::Tensor();
+    }
+  }
   if (pa) {
     auto it = tensors.find("master_param");
     TORCH_CHECK(it != tensors.end(), "KeyError: 'master_param'");
@@ -627,6 +636,14 @@ void DistributedOptimizer::set_main_param_and_optimizer_states(int param,
   auto* fused = dynamic_cast<FusedAdam*>(optimizer_.get());
   if (pa) {
     for (const auto& [k, v] : tensors) {
+      if (!v.defined()) {
+        // A non-tensor entry: upstream skips it; the MEG-07 mutant assigns it into hdo.state
+        // (nothing the port keeps) or hands it to FusedAdam.set_scaled_state, which fails.
+        TORCH_CHECK(!fused || !behaviour_.mutant_meg07_non_tensor_state,
+                    "AttributeError: FusedAdam.set_scaled_state: '", k,
+                    "' is not a tensor and has no 'dtype'");
+        continue;
+      }
       if (hdo) {
         hdo->assign_state(t, k == "param" ? "master_param" : k, v);
       } else if (k == "param" && behaviour_.fix_distopt_gathered_remainders &&
@@ -655,6 +672,9 @@ void DistributedOptimizer::set_main_param_and_optimizer_states(int param,
     auto src = tensors.find(k);
     if (src == tensors.end() && k == "step" && behaviour_.fix_distopt_load_skips_step) continue;
     TORCH_CHECK(src != tensors.end(), "KeyError: '", k, "'");
+    if (!src->second.defined()) continue;  // a non-tensor saved entry, skipped as upstream
+    TORCH_CHECK(live.defined(), "AttributeError: the non-tensor state entry '", k,
+                "' has no attribute 'copy_'");
     if (k == "param") {
       t.detach().copy_(src->second);
     } else if (hdo) {
@@ -706,6 +726,11 @@ std::vector<ParamStateTensors> DistributedOptimizer::param_state_fs_model_space(
   for (const auto& gbuf : get_parameter_state_dp_reshardable()) {
     for (const auto& bucket : gbuf) {
       for (ParamStateTensors t : bucket) {
+        for (const auto& [k, v] : t) {
+          // Each entry but `step` becomes a ShardedTensor of `dtype=v.dtype`.
+          TORCH_CHECK(k == "step" || v.defined(), "AttributeError: the non-tensor state entry '",
+                      k, "' has no attribute 'dtype'");
+        }
         t["fp32_param"] = t.at("param");
         t.erase("param");
         out.push_back(std::move(t));

@@ -84,7 +84,9 @@ struct SavedGroup {
 };
 
 // `_get_main_param_and_optimizer_states(model_param)`: "param" and the optimizer's tensor-valued
-// state by name. torch AdamW's `step` (a tensor in Python) is a 0-d float tensor here.
+// state by name. torch AdamW's `step` (a tensor in Python) is a 0-d float tensor here. Only the
+// MEG-07 mutant puts a non-tensor entry in it, as an undefined tensor: no tensor operation
+// applies to it, as none does to a Python bool.
 using ParamStateTensors = std::map<std::string, torch::Tensor>;
 
 // `get_parameter_state_dp_reshardable()`: per buffer, per bucket, per param of the bucket's
@@ -216,6 +218,11 @@ class DistributedOptimizer {
   // `_set_main_param_and_optimizer_states` per local param; no hybrid-optimizer state sync
   // follows, as upstream.
   void load_parameter_state_from_dp_zero(const DpZeroState& world);
+  // Non-tensor entries named `keys` (say `found_inf: bool`) join the inner optimizer's state of
+  // every param that has state, as optimizers that keep per-param flags have them. Upstream's
+  // save and load skip such entries (PR #3537); no ported optimizer reads them, so only their
+  // names are kept.
+  void add_non_tensor_state(std::vector<std::string> keys) { non_tensor_state_ = std::move(keys); }
   // This rank's buffers, in the order the range maps walk them.
   const std::vector<const ParamAndGradBuffer*>& buffers() const { return buffers_; }
 
@@ -258,6 +265,7 @@ class DistributedOptimizer {
   std::unique_ptr<Streams> own_streams_;
   Streams* streams_;  // the copies of the step run on its current stream
   std::map<int, std::pair<int, int>> param_gbuf_map_;  // param -> (gbuf index, bucket index)
+  std::vector<std::string> non_tensor_state_;  // see add_non_tensor_state
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<GbufRangeMap> gbuf_ranges_;
   std::vector<GroupRange> opt_group_ranges_;
