@@ -211,6 +211,64 @@ gen::StepDraw read_step(const json& v, const std::string& path, const model::Cas
   return d;
 }
 
+// StateCommand kinds by name, in Kind order.
+constexpr const char* kCommandNames[] = {"Step",     "SetLr",     "SetWd",
+                                         "ZeroGrad", "SaveState", "Rebuild+LoadState",
+                                         "ReloadModelParams"};
+
+json command_json(const StateCommand& k) {
+  json out{{"command", kCommandNames[static_cast<int>(k.kind)]}};
+  switch (k.kind) {
+    case StateCommand::Kind::kStep:
+      out["step"] = step_json(k.step);
+      break;
+    case StateCommand::Kind::kSetLr:
+    case StateCommand::Kind::kSetWd:
+      out["group"] = k.group;
+      out["value"] = k.value;
+      break;
+    case StateCommand::Kind::kZeroGrad:
+      out["set_to_none"] = k.set_to_none;
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+StateCommand read_command(const json& v, const std::string& path, const model::CaseSpec& c) {
+  Reader r(v, path);
+  const std::string name = r.string("command");
+  StateCommand k;
+  const auto* end = std::end(kCommandNames);
+  const auto* it = std::find_if(std::begin(kCommandNames), end,
+                                [&](const char* n) { return name == n; });
+  if (it == end) {
+    bad(r.at("command"), "unknown command \"" + name +
+                             "\" (Step, SetLr, SetWd, ZeroGrad, SaveState, Rebuild+LoadState, "
+                             "ReloadModelParams)");
+  }
+  k.kind = static_cast<StateCommand::Kind>(it - std::begin(kCommandNames));
+  switch (k.kind) {
+    case StateCommand::Kind::kStep:
+      k.step = read_step(*r.get("step"), r.at("step"), c);
+      break;
+    case StateCommand::Kind::kSetLr:
+    case StateCommand::Kind::kSetWd:
+      k.group = static_cast<int>(r.integer("group", 0, c.num_groups() - 1));
+      k.value = r.number("value");
+      if (!(k.value >= 0.0 && k.value <= 1.0)) bad(r.at("value"), "must lie in [0, 1]");
+      break;
+    case StateCommand::Kind::kZeroGrad:
+      k.set_to_none = r.boolean("set_to_none");
+      break;
+    default:
+      break;
+  }
+  r.done();
+  return k;
+}
+
 bool same_param(const model::ParamSpec& a, const model::ParamSpec& b) {
   return a.name == b.name && a.shape == b.shape && a.dtype == b.dtype &&
          a.keep_in_fp32 == b.keep_in_fp32 && a.is_expert == b.is_expert &&
@@ -220,6 +278,17 @@ bool same_param(const model::ParamSpec& a, const model::ParamSpec& b) {
 bool same_hyper(const model::AdamWHyper& a, const model::AdamWHyper& b) {
   return a.lr == b.lr && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
          a.weight_decay == b.weight_decay;
+}
+
+bool same_step(const gen::StepDraw& s, const gen::StepDraw& t) {
+  bool same = s.grad_seed == t.grad_seed && s.kinds == t.kinds && s.hyper.size() == t.hyper.size();
+  for (size_t g = 0; same && g < s.hyper.size(); ++g) same = same_hyper(s.hyper[g], t.hyper[g]);
+  return same;
+}
+
+bool same_command(const StateCommand& a, const StateCommand& b) {
+  return a.kind == b.kind && same_step(a.step, b.step) && a.group == b.group &&
+         a.value == b.value && a.set_to_none == b.set_to_none;
 }
 
 }  // namespace
@@ -235,7 +304,14 @@ std::string to_json(const CaseFile& f) {
                  {"other_fraction", f.inputs.other_fraction},
                  {"checkpoint_format", f.inputs.checkpoint_format},
                  {"other_dp", f.inputs.other_dp}};
-  return out.dump(2) + "\n";
+  json full = out;
+  if (!f.inputs.commands.empty()) {
+    json commands = json::array();
+    for (const StateCommand& k : f.inputs.commands) commands.push_back(command_json(k));
+    full["rank"] = f.inputs.rank;
+    full["commands"] = commands;
+  }
+  return full.dump(2) + "\n";
 }
 
 CaseFile parse_case_file(const std::string& text) {
@@ -272,6 +348,15 @@ CaseFile parse_case_file(const std::string& text) {
   if (f.inputs.other_dp != 0 && format != "fully_reshardable") {
     bad("other_dp", "only a fully_reshardable checkpoint loads at another DP size");
   }
+  // Optional: only the stateful property's case files have them.
+  if (r.get("rank", true)) f.inputs.rank = r.integer("rank", 0, f.inputs.c.dp - 1);
+  if (r.get("commands", true)) {
+    const json& commands = r.array("commands");
+    for (size_t k = 0; k < commands.size(); ++k) {
+      f.inputs.commands.push_back(
+          read_command(commands[k], "commands[" + std::to_string(k) + "]", f.inputs.c));
+    }
+  }
   r.done();
   return f;
 }
@@ -288,12 +373,14 @@ bool same_inputs(const CaseInputs& a, const CaseInputs& b) {
               x.params.size() == y.params.size() && a.split == b.split &&
               a.other_fraction == b.other_fraction &&
               a.checkpoint_format == b.checkpoint_format && a.other_dp == b.other_dp &&
-              a.schedule.steps.size() == b.schedule.steps.size();
+              a.schedule.steps.size() == b.schedule.steps.size() && a.rank == b.rank &&
+              a.commands.size() == b.commands.size();
   for (size_t i = 0; same && i < x.params.size(); ++i) same = same_param(x.params[i], y.params[i]);
   for (size_t k = 0; same && k < a.schedule.steps.size(); ++k) {
-    const gen::StepDraw &s = a.schedule.steps[k], &t = b.schedule.steps[k];
-    same = s.grad_seed == t.grad_seed && s.kinds == t.kinds && s.hyper.size() == t.hyper.size();
-    for (size_t g = 0; same && g < s.hyper.size(); ++g) same = same_hyper(s.hyper[g], t.hyper[g]);
+    same = same_step(a.schedule.steps[k], b.schedule.steps[k]);
+  }
+  for (size_t k = 0; same && k < a.commands.size(); ++k) {
+    same = same_command(a.commands[k], b.commands[k]);
   }
   return same;
 }

@@ -11,11 +11,31 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "model/spec.h"
 #include "properties/gen/step_gen.h"
 
 namespace sc::props {
+
+// One command of the stateful property (HybridOptimizerState.CommandSequencesMatchTheReference),
+// named in case files as its show() prints it.
+struct StateCommand {
+  enum class Kind {
+    kStep,
+    kSetLr,
+    kSetWd,
+    kZeroGrad,
+    kSaveState,
+    kRebuildAndLoadState,
+    kReloadModelParams
+  };
+  Kind kind = Kind::kStep;
+  gen::StepDraw step;        // kStep: the gradients and the hyper-parameters in force
+  int group = 0;             // kSetLr, kSetWd: the case's param group
+  double value = 0.0;        // kSetLr, kSetWd: the new lr or weight decay
+  bool set_to_none = false;  // kZeroGrad
+};
 
 // Everything one replayable property draws for one case.
 struct CaseInputs {
@@ -27,6 +47,10 @@ struct CaseInputs {
   // elsewhere), and the DP size that loads the checkpoint (0: the case's own).
   std::string checkpoint_format;
   int other_dp = 0;
+  // The stateful property: the dense DP rank it drives and its command sequence (empty
+  // elsewhere).
+  int64_t rank = 0;
+  std::vector<StateCommand> commands;
 };
 
 // One case file.

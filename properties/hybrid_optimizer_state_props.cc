@@ -11,7 +11,8 @@ namespace sc::props {
 namespace {
 
 RC_GTEST_PROP(HybridOptimizerState, CommandSequencesMatchTheReference, ()) {
-  run_hybrid_optimizer_state_property(variant_under_test());
+  diff_property("HybridOptimizerState.CommandSequencesMatchTheReference")
+      .body(variant_under_test());
 }
 
 }  // namespace

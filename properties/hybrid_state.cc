@@ -23,13 +23,16 @@
 namespace sc::props {
 namespace {
 
-// The model: the reference, the hyper-parameters in force, and the last saved reference.
+// The model: the reference, the hyper-parameters in force, and the last saved reference. The
+// model that generates a sequence has no reference (`ref` null): the generators and
+// preconditions read only `hyper` and `has_saved`, and the sequence then runs as a case file's.
 struct HybridModel {
   std::shared_ptr<const model::CaseSpec> c;
   std::shared_ptr<const model::RankPlan> plan;
   std::shared_ptr<model::RankReference> ref;
   std::vector<model::AdamWHyper> hyper;  // per case group
   std::shared_ptr<model::RankReference> saved;
+  bool has_saved = false;
 };
 
 // The system under test: one rank's rig (replaced by Rebuild) and the last checkpoint.
@@ -63,6 +66,7 @@ void expect_model_equal(const HybridModel& m, const HybridSut& s, const char* af
 
 struct Step : Cmd {
   gen::StepDraw draw;
+  explicit Step(gen::StepDraw d) : draw(std::move(d)) {}
   explicit Step(const HybridModel& m)
       : draw(*rc::gen::exec([n = m.c->params.size()] {  // by value: shrinking re-runs it
           gen::StepDraw d;
@@ -76,6 +80,7 @@ struct Step : Cmd {
     draw.hyper = m.hyper;
   }
   void apply(HybridModel& m) const override {
+    if (!m.ref) return;
     m.ref = std::make_shared<model::RankReference>(*m.ref);
     m.ref->step(gen::materialise(*m.c, draw));
   }
@@ -91,6 +96,7 @@ struct SetHyper : Cmd {
   int group;
   bool lr;
   double value;
+  SetHyper(int g, bool is_lr, double v) : group(g), lr(is_lr), value(v) {}
   explicit SetHyper(const HybridModel& m)
       : group(*rc::gen::inRange(0, m.c->num_groups())),
         lr(*rc::gen::arbitrary<bool>()),
@@ -106,7 +112,9 @@ struct SetHyper : Cmd {
 };
 
 struct ZeroGrad : Cmd {
-  bool set_to_none = *rc::gen::arbitrary<bool>();
+  bool set_to_none;
+  ZeroGrad() : set_to_none(*rc::gen::arbitrary<bool>()) {}
+  explicit ZeroGrad(bool to_none) : set_to_none(to_none) {}
   void run(const HybridModel& m, HybridSut& s) const override {
     s.rig->zero_grad(set_to_none);
     expect_model_equal(m, s, "ZeroGrad");
@@ -115,17 +123,17 @@ struct ZeroGrad : Cmd {
 };
 
 struct SaveState : Cmd {
-  void apply(HybridModel& m) const override { m.saved = m.ref; }
+  void apply(HybridModel& m) const override {
+    m.saved = m.ref;
+    m.has_saved = true;
+  }
   void run(const HybridModel&, HybridSut& s) const override { s.checkpoint = s.rig->save(); }
   void show(std::ostream& os) const override { os << "SaveState"; }
 };
 
 struct RebuildAndLoadState : Cmd {
-  // Checked again while shrinking drops commands. (No nullptr inside RC_ macros: RapidCheck
-  // 0~1033 cannot show it.)
-  void checkPreconditions(const HybridModel& m) const override {
-    RC_PRE(static_cast<bool>(m.saved));
-  }
+  // Checked again while shrinking drops commands.
+  void checkPreconditions(const HybridModel& m) const override { RC_PRE(m.has_saved); }
   void apply(HybridModel& m) const override { m.ref = m.saved; }
   void run(const HybridModel& m, HybridSut& s) const override {
     s.rig = std::make_unique<sim::RankRig>(*m.c, s.instance, s.rank, s.behaviour, device(),
@@ -139,6 +147,7 @@ struct RebuildAndLoadState : Cmd {
 
 struct ReloadModelParams : Cmd {
   void apply(HybridModel& m) const override {
+    if (!m.ref) return;
     m.ref = std::make_shared<model::RankReference>(*m.ref);
     m.ref->reload_from_model();
   }
@@ -149,24 +158,88 @@ struct ReloadModelParams : Cmd {
   void show(std::ostream& os) const override { os << "ReloadModelParams"; }
 };
 
-void run_stateful(const sut::Behaviour& b) {
-  model::CaseSpec spec = *gen::case_spec();
-  spec.cpu_offload = true;
-  RC_PRE(model::instance_present(spec, model::Instance::kDense));
+using Sequence = rc::state::Commands<Cmd>;
+
+StateCommand to_data(const Cmd& cmd) {
+  using Kind = StateCommand::Kind;
+  StateCommand k;
+  if (const auto* x = dynamic_cast<const Step*>(&cmd)) {
+    k.kind = Kind::kStep;
+    k.step = x->draw;
+  } else if (const auto* x = dynamic_cast<const SetHyper*>(&cmd)) {
+    k.kind = x->lr ? Kind::kSetLr : Kind::kSetWd;
+    k.group = x->group;
+    k.value = x->value;
+  } else if (const auto* x = dynamic_cast<const ZeroGrad*>(&cmd)) {
+    k.kind = Kind::kZeroGrad;
+    k.set_to_none = x->set_to_none;
+  } else if (dynamic_cast<const SaveState*>(&cmd)) {
+    k.kind = Kind::kSaveState;
+  } else if (dynamic_cast<const RebuildAndLoadState*>(&cmd)) {
+    k.kind = Kind::kRebuildAndLoadState;
+  } else {
+    RC_ASSERT(dynamic_cast<const ReloadModelParams*>(&cmd) != nullptr);
+    k.kind = Kind::kReloadModelParams;
+  }
+  return k;
+}
+
+std::shared_ptr<const Cmd> from_data(const StateCommand& k) {
+  using Kind = StateCommand::Kind;
+  switch (k.kind) {
+    case Kind::kStep:
+      return std::make_shared<Step>(k.step);
+    case Kind::kSetLr:
+    case Kind::kSetWd:
+      return std::make_shared<SetHyper>(k.group, k.kind == Kind::kSetLr, k.value);
+    case Kind::kZeroGrad:
+      return std::make_shared<ZeroGrad>(k.set_to_none);
+    case Kind::kSaveState:
+      return std::make_shared<SaveState>();
+    case Kind::kRebuildAndLoadState:
+      return std::make_shared<RebuildAndLoadState>();
+    case Kind::kReloadModelParams:
+      break;
+  }
+  return std::make_shared<ReloadModelParams>();
+}
+
+}  // namespace
+
+CaseInputs draw_hybrid_state_case() {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  in.c.cpu_offload = true;
+  RC_PRE(model::instance_present(in.c, model::Instance::kDense));
   int64_t total = 0;
-  for (const auto& p : spec.params) total += p.numel();
+  for (const auto& p : in.c.params) total += p.numel();
   RC_PRE(total <= 20000);
+  in.rank = *rc::gen::inRange<int64_t>(0, in.c.dp);
+  HybridModel m;  // no reference: see HybridModel
+  m.c = std::make_shared<const model::CaseSpec>(in.c);
+  m.hyper.assign(in.c.num_groups(), model::AdamWHyper{});
+  // Up to about 30 commands a sequence keeps a case under a tenth of a second.
+  const Sequence commands = *rc::gen::resize(
+      30, rc::state::gen::commands(m, rc::state::gen::execOneOfWithArgs<
+                                          Step, SetHyper, ZeroGrad, SaveState,
+                                          RebuildAndLoadState, ReloadModelParams>()));
+  for (const auto& cmd : commands) in.commands.push_back(to_data(*cmd));
+  return in;
+}
+
+void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& b) {
+  RC_ASSERT(in.c.cpu_offload);
+  RC_ASSERT(in.rank >= 0 && in.rank < in.c.dp);
   const auto fma = sim::torch_cpu_fma_mode();
   RC_ASSERT(fma.has_value());
-  auto c = std::make_shared<const model::CaseSpec>(spec);
+  auto c = std::make_shared<const model::CaseSpec>(in.c);
   const auto layouts = model::full_param_layout(*c);
-  const int64_t rank = *rc::gen::inRange<int64_t>(0, c->dp);
   auto plan = std::make_shared<const model::RankPlan>(
-      model::plan_rank(*c, layouts, model::Instance::kDense, rank));
+      model::plan_rank(*c, layouts, model::Instance::kDense, in.rank));
   HybridSut s;
-  s.rank = rank;
+  s.rank = in.rank;
   s.behaviour = b;
-  s.rig = std::make_unique<sim::RankRig>(*c, model::Instance::kDense, rank, b, device(), 77);
+  s.rig = std::make_unique<sim::RankRig>(*c, model::Instance::kDense, in.rank, b, device(), 77);
   RC_ASSERT(!s.rig->construction().error);
   HybridModel m;
   m.c = c;
@@ -174,16 +247,9 @@ void run_stateful(const sut::Behaviour& b) {
   m.ref = std::make_shared<model::RankReference>(*c, *plan, s.rig->initial_values(), *fma,
                                                  device().is_cuda());
   m.hyper.assign(c->num_groups(), model::AdamWHyper{});
-  // Up to about 30 commands a sequence keeps a case under a tenth of a second.
-  const auto commands = *rc::gen::resize(
-      30, rc::state::gen::commands(m, rc::state::gen::execOneOfWithArgs<
-                                          Step, SetHyper, ZeroGrad, SaveState,
-                                          RebuildAndLoadState, ReloadModelParams>()));
+  Sequence commands;
+  for (const StateCommand& k : in.commands) commands.push_back(from_data(k));
   rc::state::runAll(commands, m, s);
 }
-
-}  // namespace
-
-void run_hybrid_optimizer_state_property(const sut::Behaviour& b) { run_stateful(b); }
 
 }  // namespace sc::props

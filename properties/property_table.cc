@@ -181,8 +181,8 @@ const std::vector<PropertyDef>& diff_properties() {
                    run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in), in.other_dp,
                                                 b);
                  }),
-      {"HybridOptimizerState.CommandSequencesMatchTheReference",
-       [](const sut::Behaviour& b) { run_hybrid_optimizer_state_property(b); }, nullptr},
+      replayable("HybridOptimizerState.CommandSequencesMatchTheReference",
+                 draw_hybrid_state_case, check_hybrid_state_case),
       {"FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded",
        [](const sut::Behaviour& b) { run_fused_adam_property(b); }, nullptr},
       // The stream properties last: they cost the most per case.

@@ -23,8 +23,12 @@ struct PropertyDef {
   std::function<void(const CaseInputs&, const sut::Behaviour&)> check;
 };
 
-// The stateful property's body (properties/hybrid_optimizer_state_props.cc).
-void run_hybrid_optimizer_state_property(const sut::Behaviour& b);
+// The stateful property (properties/hybrid_state.cc): a case with the hybrid optimizer, a dense
+// DP rank and a sequence of commands (Step, SetLr, SetWd, ZeroGrad, SaveState,
+// Rebuild+LoadState, ReloadModelParams), drawn; and the sequence run against the reference,
+// compared bit for bit after every command.
+CaseInputs draw_hybrid_state_case();
+void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& b);
 
 // All diff properties, in a fixed order.
 const std::vector<PropertyDef>& diff_properties();

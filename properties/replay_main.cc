@@ -84,8 +84,11 @@ int main(int argc, char** argv) {
   sc::model::showValue(file.inputs.c, std::cout);
   std::cout << " ";
   sc::gen::showValue(file.inputs.schedule, std::cout);
-  std::cout << " split=" << file.inputs.split << " other_fraction=" << file.inputs.other_fraction
-            << "\n";
+  std::cout << " split=" << file.inputs.split << " other_fraction=" << file.inputs.other_fraction;
+  if (!file.inputs.commands.empty()) {
+    std::cout << " rank=" << file.inputs.rank << " commands=" << file.inputs.commands.size();
+  }
+  std::cout << "\n";
   // One RapidCheck case that draws nothing: RC_ASSERT, RC_LOG and RC_PRE work as in the suite.
   rc::detail::TestParams params;
   params.maxSuccess = 1;

@@ -66,6 +66,39 @@ TEST(CaseFile, GeneratedCasesRoundTrip) {
   EXPECT_EQ(checked, 300);
 }
 
+TEST(CaseFile, StatefulCasesRoundTripWithTheirCommands) {
+  rc::detail::TestParams params;
+  params.seed = 12;
+  params.maxSuccess = 100;
+  int with_commands = 0;
+  const auto r = rc::detail::checkTestable(
+      [&] {
+        CaseFile f;
+        f.property = "HybridOptimizerState.CommandSequencesMatchTheReference";
+        f.variant = "hdo-reload";
+        f.inputs = draw_hybrid_state_case();
+        const std::string text = to_json(f);
+        const CaseFile back = parse_case_file(text);
+        RC_ASSERT(same_inputs(back.inputs, f.inputs));
+        RC_ASSERT(to_json(back) == text);
+        if (f.inputs.commands.empty()) return;
+        ++with_commands;
+        CaseInputs other = f.inputs;
+        StateCommand& last = other.commands.back();
+        last.kind = last.kind == StateCommand::Kind::kSaveState
+                        ? StateCommand::Kind::kReloadModelParams
+                        : StateCommand::Kind::kSaveState;
+        RC_ASSERT(!same_inputs(other, f.inputs));
+        other = f.inputs;
+        other.rank = other.rank + 1;
+        RC_ASSERT(!same_inputs(other, f.inputs));
+      },
+      rc::detail::TestMetadata{}, params);
+  rc::detail::FailureResult failure;
+  ASSERT_FALSE(r.match(failure)) << failure.description;
+  EXPECT_GT(with_commands, 50);
+}
+
 TEST(CaseFile, SameInputsSeesEveryField) {
   CaseFile f = parse_case_file(read(kSeedCase));
   const CaseInputs base = f.inputs;
@@ -125,6 +158,29 @@ TEST(CaseFile, MalformedFilesNameTheField) {
                 .find("schedule[0].kinds: one letter per parameter"),
             std::string::npos);
   EXPECT_NE(error_after("{", "[").find("not JSON"), std::string::npos);
+}
+
+TEST(CaseFile, MalformedCommandsNameTheField) {
+  const std::string f4 =
+      read(std::string(SC_SOURCE_DIR) + "/tests/regressions/f4_hdo_load_reload_save_stale_master.json");
+  auto error = [&](const std::string& from, const std::string& to) -> std::string {
+    std::string text = f4;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    try {
+      parse_case_file(text);
+    } catch (const CaseFileError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_NE(error("\"ReloadModelParams\"", "\"Reload\"").find("commands[3].command: unknown command"),
+            std::string::npos);
+  EXPECT_NE(error("\"rank\": 0", "\"rank\": 1").find("rank: 1 is outside"), std::string::npos);
+  EXPECT_NE(error("\"command\": \"SaveState\"", "\"command\": \"SaveState\", \"group\": 0")
+                .find("commands[1].group: unknown key"),
+            std::string::npos);
 }
 
 // Found by fuzz_case_file: a number beyond double's range made nlohmann-json throw out_of_range,
