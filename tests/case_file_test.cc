@@ -38,64 +38,60 @@ int replay(const std::string& args) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-TEST(CaseFile, GeneratedCasesRoundTrip) {
+// Runs `body` as `cases` RapidCheck cases at `seed`; fails the test on a failing case.
+template <typename Body>
+void for_cases(uint64_t seed, int cases, Body body) {
   rc::detail::TestParams params;
-  params.seed = 11;
-  params.maxSuccess = 300;
-  int checked = 0;
-  const auto r = rc::detail::checkTestable(
-      [&] {
-        CaseFile f;
-        f.property = "HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult";
-        f.variant = "pr6982";
-        f.inputs.c = *gen::case_spec();
-        f.inputs.schedule = *gen::schedule(f.inputs.c, 8);
-        f.inputs.split = *rc::gen::inRange<size_t>(0, f.inputs.schedule.steps.size() + 1);
-        f.inputs.other_fraction = *rc::gen::inRange(0, 1001) / 1000.0;
-        const std::string text = to_json(f);
-        const CaseFile back = parse_case_file(text);
-        RC_ASSERT(back.property == f.property);
-        RC_ASSERT(back.variant == f.variant);
-        RC_ASSERT(same_inputs(back.inputs, f.inputs));
-        RC_ASSERT(to_json(back) == text);
-        ++checked;
-      },
-      rc::detail::TestMetadata{}, params);
+  params.seed = seed;
+  params.maxSuccess = cases;
+  const auto r = rc::detail::checkTestable(body, rc::detail::TestMetadata{}, params);
   rc::detail::FailureResult failure;
   ASSERT_FALSE(r.match(failure)) << failure.description;
+}
+
+TEST(CaseFile, GeneratedCasesRoundTrip) {
+  int checked = 0;
+  for_cases(11, 300, [&] {
+    CaseFile f;
+    f.property = "HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult";
+    f.variant = "pr6982";
+    f.inputs.c = *gen::case_spec();
+    f.inputs.schedule = *gen::schedule(f.inputs.c, 8);
+    f.inputs.split = *rc::gen::inRange<size_t>(0, f.inputs.schedule.steps.size() + 1);
+    f.inputs.other_fraction = *rc::gen::inRange(0, 1001) / 1000.0;
+    const std::string text = to_json(f);
+    const CaseFile back = parse_case_file(text);
+    RC_ASSERT(back.property == f.property);
+    RC_ASSERT(back.variant == f.variant);
+    RC_ASSERT(same_inputs(back.inputs, f.inputs));
+    RC_ASSERT(to_json(back) == text);
+    ++checked;
+  });
   EXPECT_EQ(checked, 300);
 }
 
 TEST(CaseFile, StatefulCasesRoundTripWithTheirCommands) {
-  rc::detail::TestParams params;
-  params.seed = 12;
-  params.maxSuccess = 100;
   int with_commands = 0;
-  const auto r = rc::detail::checkTestable(
-      [&] {
-        CaseFile f;
-        f.property = "HybridOptimizerState.CommandSequencesMatchTheReference";
-        f.variant = "hdo-reload";
-        f.inputs = draw_hybrid_state_case();
-        const std::string text = to_json(f);
-        const CaseFile back = parse_case_file(text);
-        RC_ASSERT(same_inputs(back.inputs, f.inputs));
-        RC_ASSERT(to_json(back) == text);
-        if (f.inputs.commands.empty()) return;
-        ++with_commands;
-        CaseInputs other = f.inputs;
-        StateCommand& last = other.commands.back();
-        last.kind = last.kind == StateCommand::Kind::kSaveState
-                        ? StateCommand::Kind::kReloadModelParams
-                        : StateCommand::Kind::kSaveState;
-        RC_ASSERT(!same_inputs(other, f.inputs));
-        other = f.inputs;
-        other.rank = other.rank + 1;
-        RC_ASSERT(!same_inputs(other, f.inputs));
-      },
-      rc::detail::TestMetadata{}, params);
-  rc::detail::FailureResult failure;
-  ASSERT_FALSE(r.match(failure)) << failure.description;
+  for_cases(12, 100, [&] {
+    CaseFile f;
+    f.property = "HybridOptimizerState.CommandSequencesMatchTheReference";
+    f.variant = "hdo-reload";
+    f.inputs = draw_hybrid_state_case();
+    const std::string text = to_json(f);
+    const CaseFile back = parse_case_file(text);
+    RC_ASSERT(same_inputs(back.inputs, f.inputs));
+    RC_ASSERT(to_json(back) == text);
+    if (f.inputs.commands.empty()) return;
+    ++with_commands;
+    CaseInputs other = f.inputs;
+    StateCommand& last = other.commands.back();
+    last.kind = last.kind == StateCommand::Kind::kSaveState ? StateCommand::Kind::kReloadModelParams
+                                                            : StateCommand::Kind::kSaveState;
+    RC_ASSERT(!same_inputs(other, f.inputs));
+    other = f.inputs;
+    other.rank = other.rank + 1;
+    RC_ASSERT(!same_inputs(other, f.inputs));
+  });
   EXPECT_GT(with_commands, 50);
 }
 
@@ -123,9 +119,8 @@ TEST(CaseFile, TheSeedCaseIsTheSeedDefectsMinimalCase) {
   EXPECT_EQ(f.inputs.c.dp, 1);
 }
 
-// The error of parsing the seed case with `from` replaced by `to`.
-std::string error_after(const std::string& from, const std::string& to) {
-  std::string text = read(kSeedCase);
+// The error of parsing `text` with `from` replaced by `to`.
+std::string error_in(std::string text, const std::string& from, const std::string& to) {
   const size_t at = text.find(from);
   EXPECT_NE(at, std::string::npos) << from;
   text.replace(at, from.size(), to);
@@ -135,6 +130,11 @@ std::string error_after(const std::string& from, const std::string& to) {
     return e.what();
   }
   return "(accepted)";
+}
+
+// The error of parsing the seed case with `from` replaced by `to`.
+std::string error_after(const std::string& from, const std::string& to) {
+  return error_in(read(kSeedCase), from, to);
 }
 
 TEST(CaseFile, MalformedFilesNameTheField) {
@@ -163,17 +163,8 @@ TEST(CaseFile, MalformedFilesNameTheField) {
 TEST(CaseFile, MalformedCommandsNameTheField) {
   const std::string f4 =
       read(std::string(SC_SOURCE_DIR) + "/tests/regressions/f4_hdo_load_reload_save_stale_master.json");
-  auto error = [&](const std::string& from, const std::string& to) -> std::string {
-    std::string text = f4;
-    const size_t at = text.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-    try {
-      parse_case_file(text);
-    } catch (const CaseFileError& e) {
-      return e.what();
-    }
-    return "(accepted)";
+  auto error = [&](const std::string& from, const std::string& to) {
+    return error_in(f4, from, to);
   };
   EXPECT_NE(error("\"ReloadModelParams\"", "\"Reload\"").find("commands[3].command: unknown command"),
             std::string::npos);
