@@ -157,6 +157,7 @@ void RankRigImpl::build(uint64_t seed) {
   ddp.pad_buckets_for_high_nccl_busbw = c.pad_for_high_nccl_busbw;
   ddp.bucket_size = c.bucket_size;
   if (behaviour.mutant_align_32) ddp.param_alignment = 32;
+  if (behaviour.mutant_align_off_by_one) ddp.param_alignment = 63;
   ddp.bucket_pad_product = behaviour.mutant_bucket_pad_product;
   ddp.forward_order = behaviour.mutant_forward_order;
   std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs;

@@ -64,6 +64,7 @@ const std::vector<Behaviour>& all_mutants() {
     add("HDO-08", &Behaviour::mutant_hdo08_fused_on_host);
     add("PT-01", &Behaviour::mutant_pt01_skip_flush);
     add("RULE-align-32", &Behaviour::mutant_align_32);
+    add("RULE-align-off-by-one", &Behaviour::mutant_align_off_by_one);
     add("RULE-lcm-product", &Behaviour::mutant_bucket_pad_product);
     add("RULE-forward-order", &Behaviour::mutant_forward_order);
     add("RULE-threshold-after-adding", &Behaviour::mutant_threshold_after_adding);

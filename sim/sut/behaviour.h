@@ -93,6 +93,8 @@ struct Behaviour {
   // Rule mutants (our own, one per layout or offload rule of the model):
   // parameter starts aligned to 32 elements instead of 64;
   bool mutant_align_32 = false;
+  // parameter starts aligned to 63 elements instead of 64 (off by one);
+  bool mutant_align_off_by_one = false;
   // bucket ends padded to dp * 128 instead of lcm(dp, 128);
   bool mutant_bucket_pad_product = false;
   // parameters laid out in list order instead of reversed;
