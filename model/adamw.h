@@ -21,6 +21,12 @@ struct AdamWHyper {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+
+  friend bool operator==(const AdamWHyper& a, const AdamWHyper& b) {
+    return a.lr == b.lr && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
+           a.weight_decay == b.weight_decay;
+  }
+  friend bool operator!=(const AdamWHyper& a, const AdamWHyper& b) { return !(a == b); }
 };
 
 // Whether the multiply-adds of LibTorch's AdamW round once (fused) or twice.

@@ -275,14 +275,9 @@ bool same_param(const model::ParamSpec& a, const model::ParamSpec& b) {
          a.shared_embedding == b.shared_embedding && a.group == b.group && a.chunk == b.chunk;
 }
 
-bool same_hyper(const model::AdamWHyper& a, const model::AdamWHyper& b) {
-  return a.lr == b.lr && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
-         a.weight_decay == b.weight_decay;
-}
-
 bool same_step(const gen::StepDraw& s, const gen::StepDraw& t) {
   bool same = s.grad_seed == t.grad_seed && s.kinds == t.kinds && s.hyper.size() == t.hyper.size();
-  for (size_t g = 0; same && g < s.hyper.size(); ++g) same = same_hyper(s.hyper[g], t.hyper[g]);
+  for (size_t g = 0; same && g < s.hyper.size(); ++g) same = s.hyper[g] == t.hyper[g];
   return same;
 }
 

@@ -312,10 +312,14 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
     // decay: a group matched to the wrong saved group shows only here (MEG-06).
     const std::vector<model::AdamWHyper> want = a.group_hyper_parameters(),
                                          got = z.group_hyper_parameters();
+    if (got.size() != want.size()) {
+      check("rank " + std::to_string(plan.rank) + ": " + std::to_string(got.size()) +
+                " groups after the load, " + std::to_string(want.size()) + " saved",
+            b);
+    }
     for (size_t g = 0; g < want.size() && g < got.size(); ++g) {
       const model::AdamWHyper &x = got[g], &y = want[g];
-      if (x.lr != y.lr || x.beta1 != y.beta1 || x.beta2 != y.beta2 || x.eps != y.eps ||
-          x.weight_decay != y.weight_decay) {
+      if (x != y) {
         std::ostringstream os;
         os.precision(9);
         os << "rank " << plan.rank << " group " << g << " after the load: lr " << x.lr << " wd "

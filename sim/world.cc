@@ -155,7 +155,6 @@ void RankRigImpl::build(uint64_t seed) {
   sut::DdpConfig ddp;
   ddp.grad_reduce_in_fp32 = c.grad_reduce_in_fp32;
   ddp.pad_buckets_for_high_nccl_busbw = c.pad_for_high_nccl_busbw;
-  ddp.bucket_size = c.bucket_size;
   if (behaviour.mutant_align_32) ddp.param_alignment = 32;
   if (behaviour.mutant_align_off_by_one) ddp.param_alignment = 63;
   ddp.bucket_pad_product = behaviour.mutant_bucket_pad_product;
@@ -166,7 +165,7 @@ void RankRigImpl::build(uint64_t seed) {
     chunks[c.params[case_index[i]].chunk].push_back(static_cast<int>(i));
   }
   for (const auto& [chunk, members] : chunks) {
-    sut::DdpConfig chunk_ddp = ddp;
+    sut::DdpConfig chunk_ddp = ddp;  // each model chunk is its own DDP instance
     chunk_ddp.bucket_size = model::chunk_bucket_size(c, chunk);
     for (auto& [key, in_buffer] :
          sut::group_params_for_buffers(params, members, ddp.grad_reduce_in_fp32)) {

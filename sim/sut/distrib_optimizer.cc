@@ -672,9 +672,12 @@ void DistributedOptimizer::set_main_param_and_optimizer_states(int param,
     auto src = tensors.find(k);
     if (src == tensors.end() && k == "step" && behaviour_.fix_distopt_load_skips_step) continue;
     TORCH_CHECK(src != tensors.end(), "KeyError: '", k, "'");
-    if (!src->second.defined()) continue;  // a non-tensor saved entry, skipped as upstream
+    // A non-tensor saved entry: upstream skips it; the MEG-07 mutant copies it as well.
+    if (!src->second.defined() && !behaviour_.mutant_meg07_non_tensor_state) continue;
     TORCH_CHECK(live.defined(), "AttributeError: the non-tensor state entry '", k,
                 "' has no attribute 'copy_'");
+    TORCH_CHECK(src->second.defined(), "TypeError: copy_(): the saved state entry '", k,
+                "' is not a tensor");
     if (k == "param") {
       t.detach().copy_(src->second);
     } else if (hdo) {
