@@ -300,6 +300,7 @@ std::string to_json(const CaseFile& f) {
                  {"checkpoint_format", f.inputs.checkpoint_format},
                  {"other_dp", f.inputs.other_dp}};
   json full = out;
+  if (!f.inputs.map_location.empty()) full["map_location"] = f.inputs.map_location;
   if (!f.inputs.commands.empty()) {
     json commands = json::array();
     for (const StateCommand& k : f.inputs.commands) commands.push_back(command_json(k));
@@ -343,6 +344,14 @@ CaseFile parse_case_file(const std::string& text) {
   if (f.inputs.other_dp != 0 && format != "fully_reshardable") {
     bad("other_dp", "only a fully_reshardable checkpoint loads at another DP size");
   }
+  // Optional: only the load-placement property's case files have it.
+  if (r.get("map_location", true)) {
+    f.inputs.map_location = r.string("map_location");
+    if (f.inputs.map_location != "cpu") {
+      bad("map_location", "unknown map location \"" + f.inputs.map_location +
+                              "\" (\"cpu\", or leave the key out to read tensors where saved)");
+    }
+  }
   // Optional: only the stateful property's case files have them.
   if (r.get("rank", true)) f.inputs.rank = r.integer("rank", 0, f.inputs.c.dp - 1);
   if (r.get("commands", true)) {
@@ -368,6 +377,7 @@ bool same_inputs(const CaseInputs& a, const CaseInputs& b) {
               x.params.size() == y.params.size() && a.split == b.split &&
               a.other_fraction == b.other_fraction &&
               a.checkpoint_format == b.checkpoint_format && a.other_dp == b.other_dp &&
+              a.map_location == b.map_location &&
               a.schedule.steps.size() == b.schedule.steps.size() && a.rank == b.rank &&
               a.commands.size() == b.commands.size();
   for (size_t i = 0; same && i < x.params.size(); ++i) same = same_param(x.params[i], y.params[i]);

@@ -47,6 +47,9 @@ struct CaseInputs {
   // elsewhere), and the DP size that loads the checkpoint (0: the case's own).
   std::string checkpoint_format;
   int other_dp = 0;
+  // Load-placement property: "cpu" when the state dict is read with map_location="cpu", empty
+  // when each tensor is read where it was saved.
+  std::string map_location;
   // The stateful property: the dense DP rank it drives and its command sequence (empty
   // elsewhere).
   int64_t rank = 0;

@@ -39,6 +39,10 @@ RC_GTEST_PROP(HybridOptimizerDiff, SaveLoadContinueEqualsNoInterruption, ()) {
   run("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption");
 }
 
+RC_GTEST_PROP(HybridOptimizerDiff, LoadedStateLivesOnItsSubOptimizersDevice, ()) {
+  run("HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice");
+}
+
 RC_GTEST_PROP(StreamSimulation, NoRaceBetweenStreams, ()) {
   run("StreamSimulation.NoRaceBetweenStreams");
 }

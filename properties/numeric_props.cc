@@ -287,6 +287,50 @@ void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, si
   });
 }
 
+void run_load_placement(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
+                        bool map_to_host, const sut::Behaviour& b) {
+  RC_PRE(c.cpu_offload && split >= 1 && split < s.steps.size());
+  RC_CLASSIFY(map_to_host, "state dict mapped to the host");
+  RC_CLASSIFY(c.offload_fraction > 0.0 && c.offload_fraction < 1.0, "both sub-optimizer kinds");
+  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankRig& a, sim::RankRig& z,
+                                      const model::RankPlan& plan) {
+    model::RankReference ref(c, plan, a.initial_values(), model::FmaMode::kSeparate, false);
+    RC_PRE(!ref.step_error());
+    const model::OffloadPlan& want = ref.offload_plan();
+    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
+    z.load(a.save(), map_to_host);
+    // Every tensor the sub-optimizer of a piece reads lives where that sub-optimizer runs: the
+    // host for an offloaded piece, the accelerator for the others.
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+        const bool host = want.placements[g][i].offloaded;
+        const sim::ObservedPlacement got = z.placement(g, i);
+        auto where = [](bool on_host) { return on_host ? "the host" : "the accelerator"; };
+        const std::string at = entry_name(c, plan, g, i, static_cast<int>(split)) +
+                               " after the load: ";
+        if (got.stepped_on_host != host) {
+          check(at + "the stepped tensor is on " + where(got.stepped_on_host) + ", its " +
+                    "sub-optimizer runs on " + where(host),
+                b);
+        }
+        for (const auto& [name, on_host] : got.state_on_host) {
+          if (on_host != host) {
+            check(at + name + " is on " + where(on_host) + ", its sub-optimizer runs on " +
+                      where(host),
+                  b);
+          }
+        }
+      }
+    }
+    // And the kernels take them: both runs continue to the same values.
+    continue_both(a, z, c, s, split, plan, [&](size_t g, size_t i, const std::string& at) {
+      check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                          at + " (resumed vs uninterrupted)"),
+            b);
+    });
+  });
+}
+
 void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
                           const sut::Behaviour& b) {
   RC_PRE(split >= 1 && split < s.steps.size());

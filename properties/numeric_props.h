@@ -45,6 +45,13 @@ void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
 // piece is bit-identical to the uninterrupted run.
 void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
                             const sut::Behaviour& b);
+// Device placement after a load (PT-03): like run_save_load_continue, the state dict read with
+// every tensor on the host when `map_to_host` (torch.load(map_location="cpu")), else where it
+// was saved. RC_ASSERTs that every tensor of hdo.state and every stepped tensor lives on the
+// device of its sub-optimizer (the host for a piece the model's offload plan offloads, the
+// accelerator otherwise), then that both runs continue to the same values.
+void run_load_placement(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
+                        bool map_to_host, const sut::Behaviour& b);
 // Megatron's distributed checkpoint: after `split` steps the rank is saved, a fresh rank of the
 // same case (other initial values) loads it with RankRig::load_distributed, and both continue;
 // every model piece, optimizer piece and state must stay equal. Any inner optimizer.

@@ -153,6 +153,15 @@ const std::vector<PropertyDef>& diff_properties() {
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_save_load_continue(in.c, in.schedule, in.split, b);
                  }),
+      replayable("HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice",
+                 [] {
+                   CaseInputs in = split_schedule(/*force_offload=*/true);
+                   if (*rc::gen::arbitrary<bool>()) in.map_location = "cpu";
+                   return in;
+                 },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_load_placement(in.c, in.schedule, in.split, in.map_location == "cpu", b);
+                 }),
       replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
                  [] { return split_schedule(/*force_offload=*/false); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {

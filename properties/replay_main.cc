@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   std::cout << " ";
   sc::gen::showValue(file.inputs.schedule, std::cout);
   std::cout << " split=" << file.inputs.split << " other_fraction=" << file.inputs.other_fraction;
+  if (!file.inputs.map_location.empty()) std::cout << " map_location=" << file.inputs.map_location;
   if (!file.inputs.commands.empty()) {
     std::cout << " rank=" << file.inputs.rank << " commands=" << file.inputs.commands.size();
   }

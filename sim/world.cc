@@ -494,6 +494,10 @@ ObservedPlacement RankRig::placement(size_t g, size_t i) const {
   const torch::Tensor inner = h->inner_param(t);
   out.host_pinned = out.offloaded && inner.is_pinned();
   out.cpu_optimizer = h->cpu_optimizer_index(t);
+  out.stepped_on_host = h->on_host(inner);
+  for (const auto& [name, v] : h->state_tensors(t)) {
+    if (name != "step") out.state_on_host[name] = h->on_host(v);  // the port's step is a count
+  }
   return out;
 }
 
@@ -565,7 +569,7 @@ Checkpoint RankRig::save() const {
   return Checkpoint{ck};
 }
 
-void RankRig::load(const Checkpoint& ck) {
+void RankRig::load(const Checkpoint& ck, bool map_to_host) {
   impl_->drain();
   RankRigImpl& r = *impl_;
   auto* hdo = const_cast<sut::HybridDeviceOptimizer*>(r.hdo());
@@ -578,7 +582,7 @@ void RankRig::load(const Checkpoint& ck) {
       if (mains[g][i].defined()) mains[g][i].detach().copy_(ck.impl->main_params[g][i]);
     }
   }
-  hdo->load_state_dict(ck.impl->hdo);
+  hdo->load_state_dict(map_to_host ? hdo->mapped_to_host(ck.impl->hdo) : ck.impl->hdo);
 }
 
 void RankRig::load_distributed(const Checkpoint& ck) {

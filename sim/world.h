@@ -62,6 +62,10 @@ struct ObservedPlacement {
   bool fp32_copy = false;
   bool host_pinned = false;
   int cpu_optimizer = -1;
+  // Whether the tensor its sub-optimizer steps lives on the host, and each tensor of
+  // hdo.state for it ("exp_avg" -> on the host; empty before the first step).
+  bool stepped_on_host = false;
+  std::map<std::string, bool> state_on_host;
 };
 
 // The optimizer state the port holds for one installed tensor.
@@ -146,7 +150,9 @@ class RankRig {
   // Loads `ck` into this freshly built rig of the same case: model weights first, then the
   // fp32 main params, then `hdo.load_state_dict` (with its hooks) directly (hybrid optimizer
   // only).
-  void load(const Checkpoint& ck);
+  // `map_to_host`: the state dict is read with torch.load(map_location="cpu"), every tensor
+  // on the host; else each tensor where it was saved.
+  void load(const Checkpoint& ck, bool map_to_host = false);
   // Loads `ck` the way Megatron's distributed checkpoint does with the default sharding type
   // ("fully_sharded_model_space"): DistributedOptimizer.sharded_state_dict(is_loading=True)
   // (load_state_dict(state_dict()), with the dummy step of an empty hybrid optimizer), the

@@ -90,6 +90,11 @@ struct Behaviour {
   // Mutant PT-01: the multi-tensor FusedAdam skips its final flush when the last tensor of a
   // group is empty, so the tensors batched before it are never updated.
   bool mutant_pt01_skip_flush = false;
+  // Mutant PT-03 (pytorch/pytorch#103256, the class of `step` left on the device the state dict
+  // was mapped to): load_state_dict leaves the hybrid optimizer's state where the state dict was
+  // mapped (no cast to the device of the parameter it is keyed by) and the post-load hook no
+  // longer moves it to the device of its sub-optimizer (`_move_new_state_to_right_device`).
+  bool mutant_pt03_state_stays_where_loaded = false;
   // Rule mutants (our own, one per layout or offload rule of the model):
   // parameter starts aligned to 32 elements instead of 64;
   bool mutant_align_32 = false;

@@ -4,6 +4,7 @@
 
 #include "sim/sut/fused_adam.h"
 #include "sim/sut/fused_cpu_adamw.h"
+#include "sim/sut/placement.h"
 
 namespace sc::sut {
 
@@ -32,6 +33,26 @@ void for_each_param(torch::optim::Optimizer& opt, F f) {
   for (auto& g : opt.param_groups()) {
     for (auto& p : g.params()) f(p);
   }
+}
+
+// The host AdamW state of `inner` in `sub`, or nullptr (a FusedAdam, or no state yet).
+torch::optim::AdamWParamState* adamw_state(torch::optim::Optimizer* sub, const torch::Tensor& inner) {
+  if (dynamic_cast<FusedAdam*>(sub)) return nullptr;
+  auto it = sub->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
+  return it == sub->state().end() ? nullptr
+                                  : static_cast<torch::optim::AdamWParamState*>(it->second.get());
+}
+
+// The moments `sub` keeps for `inner` (none before its first step).
+std::vector<torch::Tensor> moments(torch::optim::Optimizer* sub, const torch::Tensor& inner) {
+  if (auto* fused = dynamic_cast<FusedAdam*>(sub)) {
+    const FusedAdamState* s = fused->state_of(inner);
+    if (!s) return {};
+    return {s->exp_avg(), s->exp_avg_sq()};
+  }
+  auto* s = adamw_state(sub, inner);
+  if (!s) return {};
+  return {s->exp_avg(), s->exp_avg_sq()};
 }
 
 }  // namespace
@@ -87,11 +108,9 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
     d2h_stream_ = streams_->new_stream("d2h");
     h2d_stream_ = streams_->new_stream("h2d");
   }
-  // `param.is_cuda`: on the accelerator and not one of our host copies. The map holds the host
-  // tensors so that no address in it is freed and reused while the split runs.
-  std::map<const void*, torch::Tensor> host;
+  // `param.is_cuda`.
   auto on_accelerator = [&](const torch::Tensor& t) {
-    return t.device().type() == accelerator_.type() && host.count(key(t)) == 0;
+    return place_of(t, accelerator_) == Place::kAccelerator;
   };
   int64_t gpu_total = 0;
   for (const auto& g : param_groups_) {
@@ -113,20 +132,19 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       const bool below = behaviour_.mutant_threshold_after_adding ? running <= threshold
                                                                     : running < threshold;
       if (below && on_accelerator(p)) {
-        p = p.detach().clone().cpu();
+        p = to_place(p.detach(), Place::kHost, accelerator_);  // `.detach().clone().cpu()`
         if (cuda) p = p.pin_memory();
-        host.emplace(key(p), p);
         offloaded += p.numel();
         cpu_copy = true;
       }
       if (fp32_update_ && p.scalar_type() != torch::kFloat) {
-        const bool on_host = host.count(key(p)) != 0;
+        const bool on_host = place_of(p, accelerator_) == Place::kHost;
         p = p.detach().clone().to(torch::kFloat);  // not pinned at d8b71082
         // The fix of HDO-02 (Megatron PR #4547, after d8b71082): pinned again.
         if (on_host && cuda && behaviour_.fix_hdo_pin_fp32_copies && opts.pin_cpu_params()) {
           p = p.pin_memory();
         }
-        if (on_host) host.emplace(key(p), p);
+        if (on_host) mark_host(p, accelerator_);
         param_to_fp32_param_[key(orig)] = p;
       }
       if (cpu_copy) {
@@ -277,7 +295,9 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads() {
       if (it == cpu_copy_map_grad_.end()) {
         auto options = torch::TensorOptions().dtype(param.scalar_type()).device(torch::kCPU);
         if (accelerator_.is_cuda()) options = options.pinned_memory(hdo_defaults().pin_cpu_grads());
-        it = cpu_copy_map_grad_.emplace(key(param), torch::empty(param.sizes(), options)).first;
+        it = cpu_copy_map_grad_
+                 .emplace(key(param), mark_host(torch::empty(param.sizes(), options), accelerator_))
+                 .first;
         streams_->name(it->second, "host grad of " + label(gpu_param));
         param.mutable_grad() = it->second;
       }
@@ -310,6 +330,7 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
         writes.push_back(p);
       }
     }
+    check_operands(*gpu_optimizer_, "the accelerator FusedAdam step", Place::kAccelerator);
     st.enqueue(Streams::kCurrent, "accelerator FusedAdam step", reads, writes,
                [this, closure] { gpu_optimizer_->step(closure); });
     if (fp32_update_) {  // post-step hook: fp32 copies back, on the current stream
@@ -333,8 +354,18 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
       reads.push_back(param.grad());
       writes.push_back(param);
     });
-    st.enqueue(Streams::kHost, "host AdamW step", reads, writes,
-               [&opt, closure] { opt->step(closure); });
+    check_operands(*opt, "a host AdamW step", Place::kHost);
+    st.enqueue(Streams::kHost, "host AdamW step", reads, writes, [this, &opt, closure] {
+      // State made by this step is made like its parameter (`zeros_like`): on the host.
+      std::vector<torch::Tensor> fresh;
+      for_each_param(*opt, [&](torch::Tensor& param) {
+        if (moments(opt.get(), param).empty()) fresh.push_back(param);
+      });
+      opt->step(closure);
+      for (const auto& param : fresh) {
+        for (const auto& m : moments(opt.get(), param)) mark_host(m, accelerator_);
+      }
+    });
     // Post-step hook: the copies back on the H2D stream, which first waits for the current
     // one; then the current stream waits for them (HDO-01: for an event of the D2H stream).
     st.wait_stream(h2d_stream_, Streams::kCurrent);
@@ -356,6 +387,20 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
   }
   sync_sub_optimizers_state_to_hdo();
   return {};
+}
+
+void HybridDeviceOptimizer::check_operands(torch::optim::Optimizer& sub, const std::string& kernel,
+                                           Place required) const {
+  for_each_param(sub, [&](torch::Tensor& inner) {
+    auto named = [&](const std::string& what) {
+      return [&, what] { return what + label(inner_param_to_orig_param_.at(key(inner))); };
+    };
+    require_place(inner, required, accelerator_, kernel, named("the stepped copy of "));
+    require_place(inner.grad(), required, accelerator_, kernel, named("the grad of "));
+    for (const auto& m : moments(&sub, inner)) {
+      require_place(m, required, accelerator_, kernel, named("a moment of "));
+    }
+  });
 }
 
 void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
@@ -425,8 +470,35 @@ void HybridDeviceOptimizer::sync_hdo_state_to_sub_optimizers() {
       it->second.detach().copy_(st.master_param);
     }
   }
-  // `_move_new_state_to_right_device`: host sub-optimizers' state to the CPU, the accelerator
-  // one's to the accelerator (a no-op when the CPU plays the accelerator).
+  move_new_state_to_right_device();
+}
+
+void HybridDeviceOptimizer::move_new_state_to_right_device() {
+  // PT-03: the state stays where load_state_dict put it.
+  if (behaviour_.mutant_pt03_state_stays_where_loaded) return;
+  for (torch::optim::Optimizer* sub : sub_optimizers()) {
+    // `isinstance(optimizer, cpu_optimizer_cls)`: under HDO-08 that class is the accelerator's
+    // FusedAdam too, so every sub-optimizer counts as a host one.
+    const bool host = sub != gpu_optimizer_.get() || behaviour_.mutant_hdo08_fused_on_host;
+    const Place to = host ? Place::kHost : Place::kAccelerator;
+    for (auto& g : sub->param_groups()) {
+      for (auto& inner : g.params()) {
+        auto it = state_view_.find(key(inner_param_to_orig_param_.at(key(inner))));
+        if (it == state_view_.end()) continue;
+        // `hdo.state[orig][k] = sub.state[inner][k] = v.to(device)`: one dict, both names.
+        HdoParamState& st = it->second;
+        st.exp_avg = to_place(st.exp_avg, to, accelerator_);
+        st.exp_avg_sq = to_place(st.exp_avg_sq, to, accelerator_);
+        if (st.master_param.defined()) st.master_param = to_place(st.master_param, to, accelerator_);
+        if (auto* fused = dynamic_cast<FusedAdam*>(sub)) {
+          if (fused->state_of(inner)) fused->set_state(inner, st.exp_avg, st.exp_avg_sq);
+        } else if (auto* s = adamw_state(sub, inner)) {
+          s->exp_avg(st.exp_avg);
+          s->exp_avg_sq(st.exp_avg_sq);
+        }
+      }
+    }
+  }
 }
 
 void HybridDeviceOptimizer::zero_grad(bool set_to_none, TensorAttrs* attrs) {
@@ -473,9 +545,9 @@ HdoStateDict HybridDeviceOptimizer::state_dict() const {
         continue;
       }
       HdoParamState c = it->second;
-      c.exp_avg = c.exp_avg.detach().clone();
-      c.exp_avg_sq = c.exp_avg_sq.detach().clone();
-      c.master_param = c.master_param.detach().clone();
+      c.exp_avg = clone_in_place(c.exp_avg.detach(), accelerator_);
+      c.exp_avg_sq = clone_in_place(c.exp_avg_sq.detach(), accelerator_);
+      c.master_param = clone_in_place(c.master_param.detach(), accelerator_);
       sd.state.push_back(c);
     }
   }
@@ -495,13 +567,22 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
       TORCH_CHECK(index < sd.state.size(), "loaded state dict has fewer parameters");
       const auto& entry = sd.state[index++];
       if (!entry) continue;
-      // torch casts floating state to the dtype of the parameter it is keyed by; the pre-load
-      // hook keys it by the fp32 copy under param_update_in_fp32, so it stays fp32.
+      // torch casts floating state to the dtype and device of the parameter it is keyed by; the
+      // pre-load hook keys it by the fp32 copy under param_update_in_fp32 (on the host for an
+      // offloaded parameter), so it stays fp32. PT-03: it stays where the state dict was mapped.
       const torch::ScalarType dtype = fp32_update_ ? torch::kFloat : p.scalar_type();
+      auto fp32 = param_to_fp32_param_.find(key(p));
+      const torch::Tensor keyed = fp32_update_ && fp32 != param_to_fp32_param_.end() ? fp32->second : p;
+      auto cast = [&](const torch::Tensor& t) {
+        const Place to = behaviour_.mutant_pt03_state_stays_where_loaded
+                             ? place_of(t, accelerator_)
+                             : place_of(keyed, accelerator_);
+        return clone_in_place(to_place(t.to(dtype), to, accelerator_), accelerator_);
+      };
       HdoParamState st = *entry;
-      st.exp_avg = st.exp_avg.to(p.device(), dtype).clone();
-      st.exp_avg_sq = st.exp_avg_sq.to(p.device(), dtype).clone();
-      st.master_param = st.master_param.to(p.device(), dtype).clone();
+      st.exp_avg = cast(st.exp_avg);
+      st.exp_avg_sq = cast(st.exp_avg_sq);
+      st.master_param = cast(st.master_param);
       state_view_[key(p)] = st;
     }
   }
@@ -513,6 +594,17 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
     // F4 fix: master_param is the tensor the sub-optimizer steps, as after every step.
     for (auto& [orig, st] : state_view_) st.master_param = param_to_inner_param_.at(orig);
   }
+}
+
+HdoStateDict HybridDeviceOptimizer::mapped_to_host(const HdoStateDict& sd) const {
+  HdoStateDict out = sd;
+  for (auto& entry : out.state) {
+    if (!entry) continue;
+    for (torch::Tensor* t : {&entry->exp_avg, &entry->exp_avg_sq, &entry->master_param}) {
+      if (t->defined()) *t = to_place(*t, Place::kHost, accelerator_);
+    }
+  }
+  return out;
 }
 
 void HybridDeviceOptimizer::update_fp32_param_by_new_param() {
@@ -557,16 +649,6 @@ int HybridDeviceOptimizer::cpu_optimizer_index(const torch::Tensor& original) co
   }
   return -1;
 }
-
-namespace {
-// The host AdamW state of `inner` in `sub`, or nullptr (a FusedAdam, or no state yet).
-torch::optim::AdamWParamState* adamw_state(torch::optim::Optimizer* sub, const torch::Tensor& inner) {
-  if (dynamic_cast<FusedAdam*>(sub)) return nullptr;
-  auto it = sub->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
-  return it == sub->state().end() ? nullptr
-                                  : static_cast<torch::optim::AdamWParamState*>(it->second.get());
-}
-}  // namespace
 
 std::optional<int64_t> HybridDeviceOptimizer::first_host_adamw_step() const {
   for (torch::optim::Optimizer* sub : sub_optimizers()) {

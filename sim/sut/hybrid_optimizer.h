@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sim/sut/behaviour.h"
+#include "sim/sut/placement.h"
 #include "sim/sut/streams.h"
 #include "sim/sut/tensor_attrs.h"
 #include "sim/sut/torch_fwd.h"
@@ -83,6 +84,10 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   // given the loaded state, fp32 copies take the loaded master_param, and state moves to the
   // device of its sub-optimizer.
   void load_state_dict(const HdoStateDict& sd);
+  // `sd` as torch.load(map_location="cpu") reads it: every tensor a copy on the host.
+  HdoStateDict mapped_to_host(const HdoStateDict& sd) const;
+  // Whether `t` lives on the host (sut/placement.h).
+  bool on_host(const torch::Tensor& t) const { return place_of(t, accelerator_) == Place::kHost; }
   // `update_fp32_param_by_new_param()`: each original copied into its fp32 copy.
   void update_fp32_param_by_new_param();
 
@@ -135,6 +140,11 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   void sync_sub_optimizers_state_to_hdo();
   void sync_hdo_state_to_sub_optimizers();
   const torch::optim::OptimizerParamGroup& hdo_group_of(const torch::Tensor& original) const;
+  // Raises as `kernel` would when a parameter, grad or moment of `sub` is not on `required`.
+  void check_operands(torch::optim::Optimizer& sub, const std::string& kernel,
+                      Place required) const;
+  // `_move_new_state_to_right_device`.
+  void move_new_state_to_right_device();
 
   torch::Device accelerator_;
   const TensorAttrs* attrs_;
