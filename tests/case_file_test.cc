@@ -107,6 +107,9 @@ TEST(CaseFile, SameInputsSeesEveryField) {
   f.inputs = base;
   f.inputs.other_fraction = 0.5;
   EXPECT_FALSE(same_inputs(base, f.inputs));
+  f.inputs = base;
+  f.inputs.map_location = "cpu";
+  EXPECT_FALSE(same_inputs(base, f.inputs));
 }
 
 TEST(CaseFile, TheSeedCaseIsTheSeedDefectsMinimalCase) {
@@ -158,6 +161,17 @@ TEST(CaseFile, MalformedFilesNameTheField) {
                 .find("schedule[0].kinds: one letter per parameter"),
             std::string::npos);
   EXPECT_NE(error_after("{", "[").find("not JSON"), std::string::npos);
+}
+
+TEST(CaseFile, MapLocationRoundTripsAndOnlyCpuIsKnown) {
+  CaseFile f = parse_case_file(read(kSeedCase));
+  EXPECT_EQ(to_json(f).find("map_location"), std::string::npos);  // absent: where saved
+  f.inputs.map_location = "cpu";
+  const std::string text = to_json(f);
+  EXPECT_TRUE(same_inputs(parse_case_file(text).inputs, f.inputs));
+  EXPECT_NE(error_in(text, "\"map_location\": \"cpu\"", "\"map_location\": \"cuda\"")
+                .find("map_location: unknown map location \"cuda\""),
+            std::string::npos);
 }
 
 TEST(CaseFile, MalformedCommandsNameTheField) {

@@ -8,19 +8,20 @@ namespace sc::sut {
 namespace {
 
 // The storages that play host memory while the CPU stands in for the accelerator. Each entry
-// holds its storage, so no address in the table is freed and reused by another storage; entries
-// that nothing else holds any more are dropped as the table grows.
+// holds a weak reference: a storage's memory is freed as usual, but its StorageImpl object stays
+// allocated while the entry lives, so no new storage can take its address and inherit its
+// place. Entries of dead storages are dropped as the table grows.
 class HostStorages {
  public:
   void add(const c10::Storage& s) {
     std::lock_guard<std::mutex> lock(mu_);
     if (table_.size() >= prune_at_) {
       for (auto it = table_.begin(); it != table_.end();) {
-        it = it->second.use_count() == 1 ? table_.erase(it) : std::next(it);
+        it = it->second.expired() ? table_.erase(it) : std::next(it);
       }
       prune_at_ = 2 * table_.size() + 1024;
     }
-    table_.emplace(s.unsafeGetStorageImpl(), s);
+    table_.emplace(s.unsafeGetStorageImpl(), s.getWeakStorageImpl());
   }
   bool contains(const c10::Storage& s) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -29,7 +30,7 @@ class HostStorages {
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<const c10::StorageImpl*, c10::Storage> table_;
+  std::unordered_map<const c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> table_;
   size_t prune_at_ = 1024;
 };
 
