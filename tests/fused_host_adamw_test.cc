@@ -201,20 +201,22 @@ TEST(FusedHostAdamW, NonContiguousParametersFallBackToTorchsStep) {
   expect_same(ref, {p1}, ours, {p2});
 }
 
-// The hybrid optimizer under hdo-fused-host-adamw against the fully patched variant: the same
-// parameters and state after every step, at fractions 0.5 and 1, overlap on and off, bf16
-// (precision-aware: decoupled fp32 grads) and fp32 models, and the fused pass really taken.
-TEST(FusedHostAdamW, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
+// The hybrid optimizer under `variant` against the fully patched variant: the same parameters
+// and state after every step, at fractions 0.5 and 1, overlap on and off, for an fp32 model, a
+// bf16 model with fp32 `decoupled_grad` (precision-aware) and a bf16 model with bf16 `.grad`.
+// Returns the hybrid optimizers' pipelined steps.
+int64_t steps_equal_the_fully_patched_variant(const sut::Behaviour& variant) {
   torch::NoGradGuard no_grad;
-  const auto fused = sut::behaviour_by_name("hdo-fused-host-adamw");
-  ASSERT_TRUE(fused.has_value());
-  ASSERT_TRUE(fused->fused_host_adamw);
-  const int64_t before = sut::FusedHostAdamW::fused_steps_taken();
-  for (bool bf16 : {true, false}) {
+  int64_t pipelined = 0;
+  enum class Model { kFp32, kBf16DecoupledFp32Grads, kBf16Bf16Grads };
+  for (Model model : {Model::kFp32, Model::kBf16DecoupledFp32Grads, Model::kBf16Bf16Grads}) {
+    const bool bf16 = model != Model::kFp32;
     for (bool overlap : {true, false}) {
       for (double fraction : {0.5, 1.0}) {
-        SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp32") + (overlap ? " overlap" : "") +
-                     " fraction " + std::to_string(fraction));
+        SCOPED_TRACE(std::string(model == Model::kFp32                    ? "fp32"
+                                 : model == Model::kBf16DecoupledFp32Grads ? "bf16 decoupled"
+                                                                           : "bf16 grads") +
+                     (overlap ? " overlap" : "") + " fraction " + std::to_string(fraction));
         std::vector<std::vector<torch::Tensor>> params(2);
         std::vector<sut::TensorAttrs> attrs(2);
         std::vector<std::unique_ptr<sut::HybridDeviceOptimizer>> hdo;
@@ -232,16 +234,16 @@ TEST(FusedHostAdamW, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
           groups.emplace_back(params[side]);
           hdo.push_back(std::make_unique<sut::HybridDeviceOptimizer>(
               std::move(groups), o, torch::Device(torch::kCPU), &attrs[side],
-              side == 0 ? sut::fully_patched() : *fused));
+              side == 0 ? sut::fully_patched() : variant));
         }
         for (int k = 0; k < 3; ++k) {
           const auto grads = make_grads(kSizes, k);
           for (int side = 0; side < 2; ++side) {
             for (size_t i = 0; i < grads.size(); ++i) {
-              if (bf16) {
+              if (model == Model::kBf16DecoupledFp32Grads) {
                 attrs[side].set_decoupled_grad(params[side][i], grads[i].clone());
               } else {
-                params[side][i].mutable_grad() = grads[i].clone();
+                params[side][i].mutable_grad() = grads[i].to(params[side][i].scalar_type());
               }
             }
             hdo[side]->step();
@@ -251,19 +253,42 @@ TEST(FusedHostAdamW, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
             EXPECT_TRUE(bit_equal(params[0][i], params[1][i]));
             const sut::HdoParamState* a = hdo[0]->state_of(params[0][i]);
             const sut::HdoParamState* b = hdo[1]->state_of(params[1][i]);
-            ASSERT_EQ(a == nullptr, b == nullptr);
-            if (!a) continue;
+            EXPECT_EQ(a == nullptr, b == nullptr);
+            if (!a || !b) continue;
             EXPECT_EQ(a->step, b->step);
             EXPECT_TRUE(bit_equal(a->exp_avg, b->exp_avg));
             EXPECT_TRUE(bit_equal(a->exp_avg_sq, b->exp_avg_sq));
             EXPECT_TRUE(bit_equal(a->master_param, b->master_param));
           }
         }
+        pipelined += hdo[1]->pipelined_steps();
       }
     }
   }
-  // 2 dtypes x 2 overlaps x 2 fractions x 3 steps, at least one host optimizer each.
-  EXPECT_GE(sut::FusedHostAdamW::fused_steps_taken() - before, 24);
+  return pipelined;
+}
+
+TEST(FusedHostAdamW, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
+  const auto fused = sut::behaviour_by_name("hdo-fused-host-adamw");
+  ASSERT_TRUE(fused.has_value());
+  ASSERT_TRUE(fused->fused_host_adamw);
+  const int64_t before = sut::FusedHostAdamW::fused_steps_taken();
+  EXPECT_EQ(steps_equal_the_fully_patched_variant(*fused), 0);
+  // 3 models x 2 overlaps x 2 fractions x 3 steps, at least one host optimizer each.
+  EXPECT_GE(sut::FusedHostAdamW::fused_steps_taken() - before, 36);
+}
+
+// The pipelined offload, in chunks of 4096 elements (the 70001- and 100003-element tensors
+// split into 18 and 25 chunks, the staging buffers reused many times per step) and of 1000.
+TEST(PipelinedOffload, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
+  const auto pipelined = sut::behaviour_by_name("hdo-pipelined");
+  ASSERT_TRUE(pipelined.has_value());
+  ASSERT_EQ(pipelined->pipeline_chunk, 4096);
+  // Every step of every configuration takes the pipelined path.
+  EXPECT_EQ(steps_equal_the_fully_patched_variant(*pipelined), 36);
+  sut::Behaviour small = *pipelined;
+  small.pipeline_chunk = 1000;
+  EXPECT_EQ(steps_equal_the_fully_patched_variant(small), 36);
 }
 
 }  // namespace

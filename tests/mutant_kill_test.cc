@@ -81,7 +81,10 @@ INSTANTIATE_TEST_SUITE_P(
         Kill{"MEG-04", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
         Kill{"DS-07", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
         Kill{"MEG-06", "DistributedCheckpoint.ResumeEqualsNoInterruption"},
-        Kill{"MEG-07", "DistributedCheckpoint.ResumeEqualsNoInterruption"}),
+        Kill{"MEG-07", "DistributedCheckpoint.ResumeEqualsNoInterruption"},
+        Kill{"PIPE-no-staging-wait", "StreamSimulation.NoRaceBetweenStreams"},
+        Kill{"PIPE-no-chunk-wait", "StreamSimulation.NoRaceBetweenStreams"},
+        Kill{"PIPE-no-chunk-wait", "StreamSimulation.EveryScheduleGivesTheReferenceParams"}),
     [](const ::testing::TestParamInfo<Kill>& info) {
       std::string n = std::string(info.param.variant) + "_" + info.param.property;
       for (char& ch : n) {

@@ -1,5 +1,7 @@
 #include "sim/sut/behaviour.h"
 
+#include <algorithm>
+
 namespace sc::sut {
 
 namespace {
@@ -34,6 +36,11 @@ const std::vector<Behaviour>& all_behaviours() {
     // The faster offload path, on the fully patched variant: not a fix, so fully_patched()
     // stays the end of the chain above.
     then("hdo-fused-host-adamw", &Behaviour::fused_host_adamw);
+    // The pipelined offload on top of it. Chunks of 4096 elements: the generated tensors (up to
+    // 70,000 elements) split into several, and the two staging buffers are reused within a step.
+    out.push_back(out.back());
+    out.back().name = "hdo-pipelined";
+    out.back().pipeline_chunk = 4096;
     return out;
   }();
   return kAll;
@@ -77,6 +84,13 @@ const std::vector<Behaviour>& all_mutants() {
     add("DS-07", &Behaviour::mutant_ds07_dp_zero_padded_offsets);
     add("MEG-06", &Behaviour::mutant_meg06_drop_lr_mult);
     add("MEG-07", &Behaviour::mutant_meg07_non_tensor_state);
+    // Mutants of the pipelined offload, on its variant.
+    Behaviour pipelined = *std::find_if(all_behaviours().begin(), all_behaviours().end(),
+                                        [](const Behaviour& b) { return b.name == "hdo-pipelined"; });
+    pipelined.is_mutant = true;
+    out.push_back(with_flag(pipelined, "PIPE-no-staging-wait",
+                            &Behaviour::mutant_pipe_no_staging_wait));
+    out.push_back(with_flag(pipelined, "PIPE-no-chunk-wait", &Behaviour::mutant_pipe_no_chunk_wait));
     return out;
   }();
   return kAll;

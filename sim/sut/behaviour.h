@@ -70,6 +70,19 @@ struct Behaviour {
   // multi-threaded, vectorised pass per step, bit-identical to torch::optim::AdamW) instead of
   // torch::optim::AdamW.
   bool fused_host_adamw = false;
+  // Not a fix: the pipelined offload (on top of fused_host_adamw) when > 0. The host part of a
+  // step runs as a pipeline over chunks of at most this many elements of each offloaded tensor:
+  // the grad chunk copied D2H into one of two pinned staging buffers (in the grad's own dtype),
+  // the fused AdamW pass over the chunk while the next chunk's copy runs, and the updated chunk
+  // copied H2D (cast on the host into a pinned staging buffer first when the accelerator's
+  // parameter is 16-bit, so half the bytes cross the link; the cast rounds as the device's
+  // would). No full-size host grad buffers are kept.
+  int64_t pipeline_chunk = 0;
+  // Mutant PIPE-no-staging-wait: the host writes a chunk's 16-bit staging buffer without waiting
+  // for the H2D copy of the chunk that used it before.
+  bool mutant_pipe_no_staging_wait = false;
+  // Mutant PIPE-no-chunk-wait: the host steps a chunk without waiting for its grad's D2H copy.
+  bool mutant_pipe_no_chunk_wait = false;
   // Mutant DS-01: FusedAdam's tail loop multiplies the first moment by itself times beta1.
   bool mutant_ds01_tail_momentum = false;
   // Mutant DS-03: main params are copied back into the bucket at their absolute buffer index

@@ -105,6 +105,73 @@ bool FusedHostAdamW::fast_path_applies() const {
   return true;
 }
 
+bool FusedHostAdamW::external_step_applies(
+    const std::function<bool(const torch::Tensor&)>& has_grad) const {
+  if (!torch_adamw_fuses_multiply_adds()) return false;
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
+    for (const auto& p : group.params()) {
+      if (!has_grad(p)) continue;
+      if (!plain_fp32(p, p.numel())) return false;
+      auto it = state_.find(state_key(p));
+      if (it == state_.end()) continue;
+      const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      if (!plain_fp32(st.exp_avg(), p.numel()) || !plain_fp32(st.exp_avg_sq(), p.numel())) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::vector<FusedHostAdamW::Span> FusedHostAdamW::begin_external_step(
+    const std::function<bool(const torch::Tensor&)>& has_grad) {
+  std::vector<Span> spans;
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!has_grad(p)) continue;
+      Span span;
+      const std::string k = state_key(p);
+      auto it = state_.find(k);
+      if (it == state_.end()) {
+        auto st = std::make_unique<torch::optim::AdamWParamState>();
+        st->step(0);
+        st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = state_.emplace(k, std::move(st)).first;
+        span.fresh = true;
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      st.step(st.step() + 1);
+      span.param = p;
+      span.exp_avg = st.exp_avg();
+      span.exp_avg_sq = st.exp_avg_sq();
+      span.scalars = adamw_scalars(o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
+                                   o.eps(), o.weight_decay(), st.step());
+      if (span.scalars.apply_decay) p.unsafeGetTensorImpl()->bump_version();
+      p.unsafeGetTensorImpl()->bump_version();
+      span.exp_avg.unsafeGetTensorImpl()->bump_version();
+      span.exp_avg_sq.unsafeGetTensorImpl()->bump_version();
+      spans.push_back(std::move(span));
+    }
+  }
+  last_step_fused_ = true;
+  g_fused_steps.fetch_add(1);
+  return spans;
+}
+
+void FusedHostAdamW::step_span(const Span& span, const float* g, int64_t lo, int64_t hi) {
+  const bool fused = *torch_adamw_fuses_multiply_adds();
+  float* p = span.param.data_ptr<float>();
+  float* m = span.exp_avg.data_ptr<float>();
+  float* v = span.exp_avg_sq.data_ptr<float>();
+  at::parallel_for(lo, hi, kGrain, [&](int64_t begin, int64_t end) {
+    adamw_step_span(p + begin, g + (begin - lo), m + begin, v + begin, end - begin, span.scalars,
+                    fused);
+  });
+}
+
 torch::Tensor FusedHostAdamW::step(LossClosure closure) {
   const std::optional<bool> fma = torch_adamw_fuses_multiply_adds();
   if (!fma || !fast_path_applies()) {

@@ -9,8 +9,11 @@
 // runs LibTorch's own step.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <vector>
 
+#include "sim/sut/adamw_kernel.h"
 #include "sim/sut/torch_fwd.h"
 
 namespace sc::sut {
@@ -22,6 +25,25 @@ class FusedHostAdamW : public torch::optim::AdamW {
   explicit FusedHostAdamW(std::vector<torch::Tensor> params,
                           torch::optim::AdamWOptions defaults = {});
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+  // One parameter's share of a step taken in pieces by a caller that supplies the grad itself
+  // (the hybrid optimizer's pipelined offload): the parameter, its moments and the step's fp32
+  // scalars; `fresh` when this step made its state.
+  struct Span {
+    torch::Tensor param, exp_avg, exp_avg_sq;
+    AdamWScalars scalars;
+    bool fresh = false;
+  };
+  // Whether the pass can take a step whose grads `has_grad` says are defined: no AMSGrad, every
+  // such parameter and its moments plain contiguous fp32 on the CPU, a known FMA mode.
+  bool external_step_applies(const std::function<bool(const torch::Tensor&)>& has_grad) const;
+  // The bookkeeping of step() without the pass over memory (external_step_applies() must hold):
+  // for every parameter `has_grad` accepts, in group order, the state is made at the first step
+  // and the count advanced, as step() does.
+  std::vector<Span> begin_external_step(const std::function<bool(const torch::Tensor&)>& has_grad);
+  // Elements [lo, hi) of `span`'s step with grads `g` (g[0] is element lo), multi-threaded:
+  // bit-identical to step() over those elements.
+  static void step_span(const Span& span, const float* g, int64_t lo, int64_t hi);
   // False when the last step() ran LibTorch's own step instead of the fused pass.
   bool last_step_was_fused() const { return last_step_fused_; }
   // Fused passes taken by every FusedHostAdamW of the process (a check that a run used them).

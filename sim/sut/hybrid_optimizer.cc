@@ -246,7 +246,7 @@ void HybridDeviceOptimizer::sync_hdo_param_groups_to_sub_optimizers() {
   }
 }
 
-void HybridDeviceOptimizer::set_sub_optimizer_grads() {
+void HybridDeviceOptimizer::set_sub_optimizer_grads(bool host_grads) {
   // Runs on the D2H stream on CUDA; a plain sequence on the CPU.
   if (fp32_update_) {
     for (const auto& g : param_groups_) {
@@ -285,6 +285,7 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads() {
       }
     }
   }
+  if (!host_grads) return;  // the pipelined offload copies them chunk by chunk
   for (auto& opt : cpu_optimizers_) {
     for_each_param(*opt, [&](torch::Tensor& param) {
       const torch::Tensor gpu_param = cpu_copys_map_gpu_param_.at(key(param));
@@ -319,7 +320,8 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
   // Mutant: the D2H stream no longer waits for the current stream's work (the grads).
   if (!behaviour_.mutant_no_d2h_wait) st.wait_stream(d2h_stream_, Streams::kCurrent);
   cpu_optimizer_events_.clear();
-  set_sub_optimizer_grads();  // on the D2H stream
+  const bool pipelined = pipeline_applies();
+  set_sub_optimizer_grads(/*host_grads=*/!pipelined);  // on the D2H stream
   if (gpu_optimizer_) {
     // Finding F6 fix: the accelerator step reads the fp32 grads cast on the D2H stream.
     if (behaviour_.fix_hdo_accelerator_waits_d2h) st.wait_stream(Streams::kCurrent, d2h_stream_);
@@ -346,7 +348,8 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
       }
     }
   }
-  for (size_t i = 0; i < cpu_optimizers_.size(); ++i) {
+  if (pipelined) pipelined_host_step();
+  for (size_t i = 0; !pipelined && i < cpu_optimizers_.size(); ++i) {
     auto& opt = cpu_optimizers_[i];
     if (i < cpu_optimizer_events_.size()) st.synchronize_event(cpu_optimizer_events_[i]);
     std::vector<torch::Tensor> reads, writes;
@@ -371,15 +374,9 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
     st.wait_stream(h2d_stream_, Streams::kCurrent);
     for_each_param(*opt, [&](torch::Tensor& param) {
       torch::Tensor dst = cpu_copys_map_gpu_param_.at(key(param)).detach(), src = param.detach();
-      // On CUDA the host side's is_pinned(); on the CPU, where nothing can be pinned, what it
-      // would be: pageable where it is an fp32 clone (HDO-02), unless the fix pins it.
-      const bool pageable =
-          accelerator_.is_cuda()
-              ? !src.is_pinned()
-              : has_fp32_copy(cpu_copys_map_gpu_param_.at(key(param))) &&
-                    !(behaviour_.fix_hdo_pin_fp32_copies && hdo_defaults().pin_cpu_params());
       st.enqueue(h2d_stream_, "H2D copy back", {src}, {dst},
-                 [dst, src]() mutable { dst.copy_(src, true); }, pageable);
+                 [dst, src]() mutable { dst.copy_(src, true); },
+                 pageable_host_copy(src, cpu_copys_map_gpu_param_.at(key(param))));
     });
     const int done = st.record_event(behaviour_.mutant_hdo01_wrong_stream ? d2h_stream_
                                                                           : h2d_stream_);
@@ -387,6 +384,145 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
   }
   sync_sub_optimizers_state_to_hdo();
   return {};
+}
+
+bool HybridDeviceOptimizer::pageable_host_copy(const torch::Tensor& src,
+                                               const torch::Tensor& gpu_param) const {
+  // On CUDA the host side's is_pinned(); on the CPU, where nothing can be pinned, what it would
+  // be: pageable where it is an fp32 clone (HDO-02), unless the fix pins it.
+  if (accelerator_.is_cuda()) return !src.is_pinned();
+  return has_fp32_copy(gpu_param) &&
+         !(behaviour_.fix_hdo_pin_fp32_copies && hdo_defaults().pin_cpu_params());
+}
+
+torch::Tensor HybridDeviceOptimizer::host_grad_source(const torch::Tensor& inner) const {
+  return attrs_->decoupled_grad_or_grad(cpu_copys_map_gpu_param_.at(key(inner)));
+}
+
+bool HybridDeviceOptimizer::pipeline_applies() const {
+  if (behaviour_.pipeline_chunk <= 0 || !behaviour_.fused_host_adamw || cpu_optimizers_.empty()) {
+    return false;
+  }
+  auto has_grad = [this](const torch::Tensor& inner) {
+    return host_grad_source(inner).defined();
+  };
+  for (const auto& opt : cpu_optimizers_) {
+    const auto* fused = dynamic_cast<const FusedHostAdamW*>(opt.get());
+    if (!fused || !fused->external_step_applies(has_grad)) return false;
+  }
+  return true;
+}
+
+torch::Tensor HybridDeviceOptimizer::staging(int pool, int slot, torch::ScalarType dtype,
+                                             int64_t n) {
+  torch::Tensor& t = staging_[{pool, slot, static_cast<int>(dtype)}];
+  if (!t.defined() || t.numel() < n) {
+    t = mark_host(torch::empty({n}, torch::TensorOptions().dtype(dtype)), accelerator_);
+    if (accelerator_.is_cuda()) t = t.pin_memory();
+    streams_->name(t, std::string(pool == 0 ? "grad" : "parameter") + " staging buffer " +
+                          std::to_string(slot));
+  }
+  return t;
+}
+
+void HybridDeviceOptimizer::pipelined_host_step() {
+  Streams& st = *streams_;
+  const int64_t chunk = behaviour_.pipeline_chunk;
+  constexpr int kSlots = 2;  // staging buffers per pool: one in flight while one is worked on
+  // The bookkeeping of every host sub-optimizer's step (state made, counts advanced), then one
+  // piece per chunk of each offloaded tensor that has a grad.
+  struct Piece {
+    const FusedHostAdamW::Span* span;
+    torch::Tensor gpu_original;     // the accelerator's parameter
+    torch::Tensor grad, gpu_param;  // flat views of its grad and of it
+    int64_t lo, hi;
+  };
+  std::vector<FusedHostAdamW::Span> spans;
+  for (auto& opt : cpu_optimizers_) {
+    auto more = static_cast<FusedHostAdamW&>(*opt).begin_external_step(
+        [this](const torch::Tensor& inner) { return host_grad_source(inner).defined(); });
+    for (auto& span : more) {
+      // State made now is made like its parameter (`zeros_like`): on the host.
+      if (span.fresh) {
+        mark_host(span.exp_avg, accelerator_);
+        mark_host(span.exp_avg_sq, accelerator_);
+      }
+      spans.push_back(std::move(span));
+    }
+  }
+  std::vector<Piece> pieces;
+  for (const auto& span : spans) {
+    const torch::Tensor gpu_param = cpu_copys_map_gpu_param_.at(key(span.param));
+    const torch::Tensor grad = host_grad_source(span.param);
+    const std::string of = label(gpu_param);
+    for (const torch::Tensor& t : {span.param, span.exp_avg, span.exp_avg_sq}) {
+      require_place(t, Place::kHost, accelerator_, "the pipelined host AdamW",
+                    [&] { return "a tensor of " + of; });
+    }
+    for (int64_t lo = 0; lo < span.param.numel(); lo += chunk) {
+      pieces.push_back({&span, gpu_param, grad.detach().reshape({-1}),
+                        gpu_param.detach().reshape({-1}), lo,
+                        std::min(span.param.numel(), lo + chunk)});
+    }
+  }
+  std::vector<int> d2h_done(pieces.size()), h2d_done(pieces.size());
+  auto d2h = [&](size_t k) {
+    const Piece& q = pieces[k];
+    const int64_t n = q.hi - q.lo;
+    // In the grad's own dtype: a 16-bit grad crosses the link as 16 bits.
+    const torch::Tensor src = q.grad.narrow(0, q.lo, n);
+    const torch::Tensor dst = staging(0, static_cast<int>(k % kSlots), src.scalar_type(), chunk)
+                                  .narrow(0, 0, n);
+    st.enqueue(d2h_stream_, "D2H grad chunk", {src}, {dst},
+               [dst, src]() mutable { dst.copy_(src, true); });
+    d2h_done[k] = st.record_event(d2h_stream_);
+  };
+  // The copies back run after the current stream's work, as the port's do.
+  st.wait_stream(h2d_stream_, Streams::kCurrent);
+  if (!pieces.empty()) d2h(0);
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& q = pieces[k];
+    const int64_t n = q.hi - q.lo;
+    const int slot = static_cast<int>(k % kSlots);
+    if (k + 1 < pieces.size()) d2h(k + 1);  // the next chunk's copy runs during this pass
+    if (!behaviour_.mutant_pipe_no_chunk_wait) st.synchronize_event(d2h_done[k]);
+    const torch::Tensor grad = staging(0, slot, q.grad.scalar_type(), chunk).narrow(0, 0, n);
+    const torch::Tensor master = q.span->param.reshape({-1}).narrow(0, q.lo, n);
+    const torch::Tensor m = q.span->exp_avg.reshape({-1}).narrow(0, q.lo, n);
+    const torch::Tensor v = q.span->exp_avg_sq.reshape({-1}).narrow(0, q.lo, n);
+    // A 16-bit accelerator parameter: the host casts into a staging buffer, which the H2D copy
+    // of the chunk two before may still be reading.
+    const bool narrow_copy = q.gpu_param.scalar_type() != torch::kFloat;
+    torch::Tensor out;
+    if (narrow_copy) {
+      if (k >= kSlots && !behaviour_.mutant_pipe_no_staging_wait) {
+        st.synchronize_event(h2d_done[k - kSlots]);
+      }
+      out = staging(1, slot, q.gpu_param.scalar_type(), chunk).narrow(0, 0, n);
+    }
+    std::vector<torch::Tensor> writes{master, m, v};
+    if (narrow_copy) writes.push_back(out);
+    const FusedHostAdamW::Span* span = q.span;
+    const int64_t lo = q.lo;
+    const torch::Tensor scratch = staging(0, slot + kSlots, torch::kFloat, chunk).narrow(0, 0, n);
+    st.enqueue(Streams::kHost, "host AdamW chunk", {grad, master, m, v}, writes,
+               [span, lo, n, grad, scratch, master, out]() mutable {
+                 // A 16-bit grad widened on the host: exact, every 16-bit value is an fp32 one.
+                 if (grad.scalar_type() != torch::kFloat) scratch.copy_(grad);
+                 const float* g = grad.scalar_type() == torch::kFloat ? grad.data_ptr<float>()
+                                                                      : scratch.data_ptr<float>();
+                 FusedHostAdamW::step_span(*span, g, lo, lo + n);
+                 if (out.defined()) out.copy_(master);  // round to nearest even, as on a device
+               });
+    const torch::Tensor src = narrow_copy ? out : master;
+    const torch::Tensor dst = q.gpu_param.narrow(0, q.lo, n);
+    st.enqueue(h2d_stream_, "H2D parameter chunk", {src}, {dst},
+               [dst, src]() mutable { dst.copy_(src, true); },
+               !narrow_copy && pageable_host_copy(q.span->param, q.gpu_original));
+    h2d_done[k] = st.record_event(h2d_stream_);
+  }
+  st.wait_stream(Streams::kCurrent, h2d_stream_);
+  ++pipelined_steps_;
 }
 
 void HybridDeviceOptimizer::check_operands(torch::optim::Optimizer& sub, const std::string& kernel,

@@ -12,8 +12,9 @@
 #pragma once
 
 #include <map>
-#include <string>
 #include <optional>
+#include <string>
+#include <tuple>
 #include <memory>
 #include <vector>
 
@@ -126,6 +127,8 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   // `hdo.state[original]` after the last step (nullptr before the first).
   const HdoParamState* state_of(const torch::Tensor& original) const;
   size_t num_cpu_optimizers() const { return cpu_optimizers_.size(); }
+  // Steps whose host part ran as the pipelined offload.
+  int64_t pipelined_steps() const { return pipelined_steps_; }
   bool has_gpu_optimizer() const { return gpu_optimizer_ != nullptr; }
   const HdoOptions& hdo_defaults() const;
 
@@ -136,7 +139,8 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   // `sub_optimizers`: the host ones, then the accelerator one if any.
   std::vector<torch::optim::Optimizer*> sub_optimizers() const;
   void sync_hdo_param_groups_to_sub_optimizers();
-  void set_sub_optimizer_grads();
+  // `host_grads`: also the host copies' grads, copied D2H whole (not under the pipelined offload).
+  void set_sub_optimizer_grads(bool host_grads);
   void sync_sub_optimizers_state_to_hdo();
   void sync_hdo_state_to_sub_optimizers();
   const torch::optim::OptimizerParamGroup& hdo_group_of(const torch::Tensor& original) const;
@@ -145,6 +149,19 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
                       Place required) const;
   // `_move_new_state_to_right_device`.
   void move_new_state_to_right_device();
+  // Whether the pipelined offload (Behaviour::pipeline_chunk) takes this step's host part: the
+  // variant asks for it and every host sub-optimizer is a FusedHostAdamW whose fused pass
+  // applies (else the port's own flow runs).
+  bool pipeline_applies() const;
+  // The host part of step() as the pipelined offload: chunks, staging buffers, two streams.
+  void pipelined_host_step();
+  // The grad the host copy `inner` steps with (`decoupled_grad`, else `.grad`, of its original).
+  torch::Tensor host_grad_source(const torch::Tensor& inner) const;
+  // Whether the host copy `src` of `gpu_param` is pageable, as a non-blocking H2D copy sees it.
+  bool pageable_host_copy(const torch::Tensor& src, const torch::Tensor& gpu_param) const;
+  // Staging buffer `slot` of `pool` (0: grads, 1: 16-bit parameters) in `dtype`, at least `n`
+  // elements, on the host (pinned with CUDA); kept across steps.
+  torch::Tensor staging(int pool, int slot, torch::ScalarType dtype, int64_t n);
 
   torch::Device accelerator_;
   const TensorAttrs* attrs_;
@@ -162,6 +179,8 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   std::map<const void*, torch::Tensor> inner_param_to_orig_param_;
   std::map<const void*, torch::Tensor> cpu_copy_map_grad_;
   std::map<const void*, HdoParamState> state_view_;
+  std::map<std::tuple<int, int, int>, torch::Tensor> staging_;  // (pool, slot, dtype)
+  int64_t pipelined_steps_ = 0;
   std::vector<std::unique_ptr<torch::optim::Optimizer>> cpu_optimizers_;
   std::unique_ptr<torch::optim::Optimizer> gpu_optimizer_;
 };
