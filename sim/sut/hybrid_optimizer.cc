@@ -399,6 +399,13 @@ torch::Tensor HybridDeviceOptimizer::host_grad_source(const torch::Tensor& inner
   return attrs_->decoupled_grad_or_grad(cpu_copys_map_gpu_param_.at(key(inner)));
 }
 
+int64_t HybridDeviceOptimizer::host_transfer_buffer_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [k, t] : cpu_copy_map_grad_) bytes += t.numel() * t.element_size();
+  for (const auto& [k, t] : staging_) bytes += t.numel() * t.element_size();
+  return bytes;
+}
+
 bool HybridDeviceOptimizer::pipeline_applies() const {
   if (behaviour_.pipeline_chunk <= 0 || !behaviour_.fused_host_adamw || cpu_optimizers_.empty()) {
     return false;
@@ -504,7 +511,10 @@ void HybridDeviceOptimizer::pipelined_host_step() {
     if (narrow_copy) writes.push_back(out);
     const FusedHostAdamW::Span* span = q.span;
     const int64_t lo = q.lo;
-    const torch::Tensor scratch = staging(0, slot + kSlots, torch::kFloat, chunk).narrow(0, 0, n);
+    // Where a 16-bit grad is widened (host work only, so one buffer serves every chunk).
+    const torch::Tensor scratch = grad.scalar_type() == torch::kFloat
+                                      ? torch::Tensor()
+                                      : staging(0, kSlots, torch::kFloat, chunk).narrow(0, 0, n);
     st.enqueue(Streams::kHost, "host AdamW chunk", {grad, master, m, v}, writes,
                [span, lo, n, grad, scratch, master, out]() mutable {
                  // A 16-bit grad widened on the host: exact, every 16-bit value is an fp32 one.

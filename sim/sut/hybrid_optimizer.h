@@ -127,6 +127,9 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   // `hdo.state[original]` after the last step (nullptr before the first).
   const HdoParamState* state_of(const torch::Tensor& original) const;
   size_t num_cpu_optimizers() const { return cpu_optimizers_.size(); }
+  // Bytes of the host buffers the step flow keeps for grads and copies: the full-size host grads
+  // of the port's flow plus the pipelined offload's staging buffers.
+  int64_t host_transfer_buffer_bytes() const;
   // Steps whose host part ran as the pipelined offload.
   int64_t pipelined_steps() const { return pipelined_steps_; }
   bool has_gpu_optimizer() const { return gpu_optimizer_ != nullptr; }
