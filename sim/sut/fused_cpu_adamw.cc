@@ -85,21 +85,15 @@ FusedHostAdamW::FusedHostAdamW(std::vector<torch::Tensor> params,
 int64_t FusedHostAdamW::fused_steps_taken() { return g_fused_steps.load(); }
 
 bool FusedHostAdamW::fast_path_applies() const {
+  auto has_grad = [](const torch::Tensor& p) { return p.grad().defined(); };
+  if (!external_step_applies(has_grad)) return false;
   for (const auto& group : param_groups_) {
-    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    if (o.amsgrad()) return false;
     for (const auto& p : group.params()) {
       const torch::Tensor& g = p.grad();
       if (!g.defined()) continue;
-      if (!plain_fp32(p, p.numel()) || !plain_fp32(g, p.numel())) return false;
+      if (!plain_fp32(g, p.numel())) return false;
       // A grad sharing memory with its parameter would be read after it is written.
       if (p.numel() > 0 && p.data_ptr() == g.data_ptr()) return false;
-      auto it = state_.find(state_key(p));
-      if (it == state_.end()) continue;
-      const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      if (!plain_fp32(st.exp_avg(), p.numel()) || !plain_fp32(st.exp_avg_sq(), p.numel())) {
-        return false;
-      }
     }
   }
   return true;
@@ -178,8 +172,6 @@ torch::Tensor FusedHostAdamW::step(LossClosure closure) {
     last_step_fused_ = false;
     return torch::optim::AdamW::step(closure);
   }
-  last_step_fused_ = true;
-  g_fused_steps.fetch_add(1);
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
   if (closure != nullptr) {
@@ -189,39 +181,19 @@ torch::Tensor FusedHostAdamW::step(LossClosure closure) {
   // The per-parameter bookkeeping of LibTorch's step, in its order (parameters without a grad
   // are skipped, state is created zeroed at the first step, the count advanced before the
   // bias corrections), then one pass over all the elements.
+  const std::vector<Span> spans =
+      begin_external_step([](const torch::Tensor& p) { return p.grad().defined(); });
   std::vector<Work> work;
   std::vector<int64_t> ends;  // running element count after each work item
   int64_t total = 0;
-  for (auto& group : param_groups_) {
-    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      const std::string k = state_key(p);
-      auto it = state_.find(k);
-      if (it == state_.end()) {
-        auto st = std::make_unique<torch::optim::AdamWParamState>();
-        st->step(0);
-        st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        it = state_.emplace(k, std::move(st)).first;
-      }
-      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
-      st.step(st.step() + 1);
-      const AdamWScalars s = adamw_scalars(o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
-                                           o.eps(), o.weight_decay(), st.step());
-      const int64_t n = p.numel();
-      if (n == 0) continue;
-      work.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(),
-                      st.exp_avg().data_ptr<float>(), st.exp_avg_sq().data_ptr<float>(), n, s});
-      total += n;
-      ends.push_back(total);
-      // In-place writes through the data pointers: advance the version counters as the tensor
-      // ops would.
-      if (s.apply_decay) p.unsafeGetTensorImpl()->bump_version();
-      p.unsafeGetTensorImpl()->bump_version();
-      st.exp_avg().unsafeGetTensorImpl()->bump_version();
-      st.exp_avg_sq().unsafeGetTensorImpl()->bump_version();
-    }
+  for (const Span& span : spans) {
+    const int64_t n = span.param.numel();
+    if (n == 0) continue;
+    work.push_back({span.param.data_ptr<float>(), span.param.grad().data_ptr<float>(),
+                    span.exp_avg.data_ptr<float>(), span.exp_avg_sq.data_ptr<float>(), n,
+                    span.scalars});
+    total += n;
+    ends.push_back(total);
   }
   const bool fused = *fma;
   at::parallel_for(0, total, kGrain, [&](int64_t begin, int64_t end) {
