@@ -14,13 +14,29 @@ Range rank_world_range(const BufferLayout& layout, int bucket, int64_t rank) {
 
 BufferRanges buffer_ranges(const BufferLayout& layout, int64_t rank) {
   BufferRanges out{layout.key, {}};
+  const std::vector<ParamPlacement>& all = layout.placements;
+  // `_build_model_gbuf_param_range_map` walks every parameter of the buffer for every bucket;
+  // the pieces outside the rank's world range are empty and dropped. With the placements in
+  // ascending buffer order (as every layout builds them) only those that can overlap the range
+  // are visited: the same pieces in the same order, in time linear in the parameters.
+  bool ascending = true;
+  for (size_t k = 1; k < all.size() && ascending; ++k) {
+    ascending = all[k].range.start >= all[k - 1].range.start &&
+                all[k].range.end >= all[k - 1].range.end;
+  }
   for (int b = 0; b < static_cast<int>(layout.buckets.size()); ++b) {
     BucketRanges br{rank_world_range(layout, b, rank), {}};
     const int64_t shard = br.world.size();
     const int64_t bucket_offset = layout.buckets[b].start;
-    // `_build_model_gbuf_param_range_map` walks every parameter of the buffer, not only the
-    // bucket's: pieces outside the world range are empty and dropped.
-    for (const ParamPlacement& pl : layout.placements) {
+    auto first = all.begin();
+    if (ascending) {
+      first = std::partition_point(all.begin(), all.end(), [&](const ParamPlacement& pl) {
+        return pl.range.end <= br.world.start;
+      });
+    }
+    for (auto it = first; it != all.end(); ++it) {
+      const ParamPlacement& pl = *it;
+      if (ascending && pl.range.start >= br.world.end) break;
       const int64_t local_start = std::max<int64_t>(0, pl.range.start - br.world.start);
       const int64_t local_end = std::min(shard, pl.range.end - br.world.start);
       if (local_end <= local_start) continue;
