@@ -151,7 +151,8 @@ struct Behaviour {
 // Every named variant (upstream, the proposed fixes in the order they were made, then the
 // faster offload path on top of the fully patched variant), `upstream` first.
 const std::vector<Behaviour>& all_behaviours();
-// Every mutant: the fully patched variant with one known bug re-injected.
+// Every mutant: the fully patched variant with one known bug re-injected (the PIPE mutants:
+// hdo-pipelined with one wait of its schedule dropped).
 const std::vector<Behaviour>& all_mutants();
 // The variant or mutant called `name`, or nullopt.
 std::optional<Behaviour> behaviour_by_name(std::string_view name);
