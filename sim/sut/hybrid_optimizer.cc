@@ -36,7 +36,8 @@ void for_each_param(torch::optim::Optimizer& opt, F f) {
 }
 
 // The host AdamW state of `inner` in `sub`, or nullptr (a FusedAdam, or no state yet).
-torch::optim::AdamWParamState* adamw_state(torch::optim::Optimizer* sub, const torch::Tensor& inner) {
+torch::optim::AdamWParamState* adamw_state(torch::optim::Optimizer* sub,
+                                           const torch::Tensor& inner) {
   if (dynamic_cast<FusedAdam*>(sub)) return nullptr;
   auto it = sub->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
   return it == sub->state().end() ? nullptr
@@ -420,14 +421,18 @@ bool HybridDeviceOptimizer::pipeline_applies() const {
   return true;
 }
 
+// Staging buffers per pool of the pipelined offload: one in flight while one is worked on.
+constexpr int kStagingSlots = 2;
+
 torch::Tensor HybridDeviceOptimizer::staging(int pool, int slot, torch::ScalarType dtype,
                                              int64_t n) {
   torch::Tensor& t = staging_[{pool, slot, static_cast<int>(dtype)}];
   if (!t.defined() || t.numel() < n) {
     t = mark_host(torch::empty({n}, torch::TensorOptions().dtype(dtype)), accelerator_);
     if (accelerator_.is_cuda()) t = t.pin_memory();
-    streams_->name(t, std::string(pool == 0 ? "grad" : "parameter") + " staging buffer " +
-                          std::to_string(slot));
+    streams_->name(t, pool == 1            ? "parameter staging buffer " + std::to_string(slot)
+                      : slot < kStagingSlots ? "grad staging buffer " + std::to_string(slot)
+                                             : std::string("grad widening buffer"));
   }
   return t;
 }
@@ -435,13 +440,16 @@ torch::Tensor HybridDeviceOptimizer::staging(int pool, int slot, torch::ScalarTy
 void HybridDeviceOptimizer::pipelined_host_step() {
   Streams& st = *streams_;
   const int64_t chunk = behaviour_.pipeline_chunk;
-  constexpr int kSlots = 2;  // staging buffers per pool: one in flight while one is worked on
-  // The bookkeeping of every host sub-optimizer's step (state made, counts advanced), then one
-  // piece per chunk of each offloaded tensor that has a grad.
-  struct Piece {
+  // The bookkeeping of every host sub-optimizer's step (state made, counts advanced), the flat
+  // views of each stepped tensor once, then one piece per chunk of each.
+  struct Tensors {
     const FusedHostAdamW::Span* span;
-    torch::Tensor gpu_original;     // the accelerator's parameter
-    torch::Tensor grad, gpu_param;  // flat views of its grad and of it
+    torch::Tensor gpu_original;                // the accelerator's parameter
+    torch::Tensor grad, gpu_param;             // flat: its grad and it
+    torch::Tensor master, exp_avg, exp_avg_sq;  // flat: the host copy and its moments
+  };
+  struct Piece {
+    const Tensors* t;
     int64_t lo, hi;
   };
   std::vector<FusedHostAdamW::Span> spans;
@@ -457,19 +465,23 @@ void HybridDeviceOptimizer::pipelined_host_step() {
       spans.push_back(std::move(span));
     }
   }
-  std::vector<Piece> pieces;
+  std::vector<Tensors> tensors;
+  tensors.reserve(spans.size());
   for (const auto& span : spans) {
     const torch::Tensor gpu_param = cpu_copys_map_gpu_param_.at(key(span.param));
-    const torch::Tensor grad = host_grad_source(span.param);
-    const std::string of = label(gpu_param);
     for (const torch::Tensor& t : {span.param, span.exp_avg, span.exp_avg_sq}) {
       require_place(t, Place::kHost, accelerator_, "the pipelined host AdamW",
-                    [&] { return "a tensor of " + of; });
+                    [&] { return "a tensor of " + label(gpu_param); });
     }
-    for (int64_t lo = 0; lo < span.param.numel(); lo += chunk) {
-      pieces.push_back({&span, gpu_param, grad.detach().reshape({-1}),
-                        gpu_param.detach().reshape({-1}), lo,
-                        std::min(span.param.numel(), lo + chunk)});
+    tensors.push_back({&span, gpu_param, host_grad_source(span.param).detach().reshape({-1}),
+                       gpu_param.detach().reshape({-1}), span.param.reshape({-1}),
+                       span.exp_avg.reshape({-1}), span.exp_avg_sq.reshape({-1})});
+  }
+  std::vector<Piece> pieces;
+  for (const Tensors& t : tensors) {
+    const int64_t numel = t.master.numel();
+    for (int64_t lo = 0; lo < numel; lo += chunk) {
+      pieces.push_back({&t, lo, std::min(numel, lo + chunk)});
     }
   }
   std::vector<int> d2h_done(pieces.size()), h2d_done(pieces.size());
@@ -477,9 +489,9 @@ void HybridDeviceOptimizer::pipelined_host_step() {
     const Piece& q = pieces[k];
     const int64_t n = q.hi - q.lo;
     // In the grad's own dtype: a 16-bit grad crosses the link as 16 bits.
-    const torch::Tensor src = q.grad.narrow(0, q.lo, n);
-    const torch::Tensor dst = staging(0, static_cast<int>(k % kSlots), src.scalar_type(), chunk)
-                                  .narrow(0, 0, n);
+    const torch::Tensor src = q.t->grad.narrow(0, q.lo, n);
+    const int slot = static_cast<int>(k % kStagingSlots);
+    const torch::Tensor dst = staging(0, slot, src.scalar_type(), chunk).narrow(0, 0, n);
     st.enqueue(d2h_stream_, "D2H grad chunk", {src}, {dst},
                [dst, src]() mutable { dst.copy_(src, true); });
     d2h_done[k] = st.record_event(d2h_stream_);
@@ -490,31 +502,32 @@ void HybridDeviceOptimizer::pipelined_host_step() {
   for (size_t k = 0; k < pieces.size(); ++k) {
     const Piece& q = pieces[k];
     const int64_t n = q.hi - q.lo;
-    const int slot = static_cast<int>(k % kSlots);
+    const int slot = static_cast<int>(k % kStagingSlots);
     if (k + 1 < pieces.size()) d2h(k + 1);  // the next chunk's copy runs during this pass
     if (!behaviour_.mutant_pipe_no_chunk_wait) st.synchronize_event(d2h_done[k]);
-    const torch::Tensor grad = staging(0, slot, q.grad.scalar_type(), chunk).narrow(0, 0, n);
-    const torch::Tensor master = q.span->param.reshape({-1}).narrow(0, q.lo, n);
-    const torch::Tensor m = q.span->exp_avg.reshape({-1}).narrow(0, q.lo, n);
-    const torch::Tensor v = q.span->exp_avg_sq.reshape({-1}).narrow(0, q.lo, n);
+    const torch::Tensor grad = staging(0, slot, q.t->grad.scalar_type(), chunk).narrow(0, 0, n);
+    const torch::Tensor master = q.t->master.narrow(0, q.lo, n);
+    const torch::Tensor m = q.t->exp_avg.narrow(0, q.lo, n);
+    const torch::Tensor v = q.t->exp_avg_sq.narrow(0, q.lo, n);
     // A 16-bit accelerator parameter: the host casts into a staging buffer, which the H2D copy
     // of the chunk two before may still be reading.
-    const bool narrow_copy = q.gpu_param.scalar_type() != torch::kFloat;
+    const bool narrow_copy = q.t->gpu_param.scalar_type() != torch::kFloat;
     torch::Tensor out;
     if (narrow_copy) {
-      if (k >= kSlots && !behaviour_.mutant_pipe_no_staging_wait) {
-        st.synchronize_event(h2d_done[k - kSlots]);
+      if (k >= kStagingSlots && !behaviour_.mutant_pipe_no_staging_wait) {
+        st.synchronize_event(h2d_done[k - kStagingSlots]);
       }
-      out = staging(1, slot, q.gpu_param.scalar_type(), chunk).narrow(0, 0, n);
+      out = staging(1, slot, q.t->gpu_param.scalar_type(), chunk).narrow(0, 0, n);
     }
     std::vector<torch::Tensor> writes{master, m, v};
     if (narrow_copy) writes.push_back(out);
-    const FusedHostAdamW::Span* span = q.span;
+    const FusedHostAdamW::Span* span = q.t->span;
     const int64_t lo = q.lo;
     // Where a 16-bit grad is widened (host work only, so one buffer serves every chunk).
-    const torch::Tensor scratch = grad.scalar_type() == torch::kFloat
-                                      ? torch::Tensor()
-                                      : staging(0, kSlots, torch::kFloat, chunk).narrow(0, 0, n);
+    const torch::Tensor scratch =
+        grad.scalar_type() == torch::kFloat
+            ? torch::Tensor()
+            : staging(0, kStagingSlots, torch::kFloat, chunk).narrow(0, 0, n);
     st.enqueue(Streams::kHost, "host AdamW chunk", {grad, master, m, v}, writes,
                [span, lo, n, grad, scratch, master, out]() mutable {
                  // A 16-bit grad widened on the host: exact, every 16-bit value is an fp32 one.
@@ -525,10 +538,10 @@ void HybridDeviceOptimizer::pipelined_host_step() {
                  if (out.defined()) out.copy_(master);  // round to nearest even, as on a device
                });
     const torch::Tensor src = narrow_copy ? out : master;
-    const torch::Tensor dst = q.gpu_param.narrow(0, q.lo, n);
+    const torch::Tensor dst = q.t->gpu_param.narrow(0, q.lo, n);
     st.enqueue(h2d_stream_, "H2D parameter chunk", {src}, {dst},
                [dst, src]() mutable { dst.copy_(src, true); },
-               !narrow_copy && pageable_host_copy(q.span->param, q.gpu_original));
+               !narrow_copy && pageable_host_copy(q.t->span->param, q.t->gpu_original));
     h2d_done[k] = st.record_event(h2d_stream_);
   }
   st.wait_stream(Streams::kCurrent, h2d_stream_);
@@ -635,7 +648,9 @@ void HybridDeviceOptimizer::move_new_state_to_right_device() {
         HdoParamState& st = it->second;
         st.exp_avg = to_place(st.exp_avg, to, accelerator_);
         st.exp_avg_sq = to_place(st.exp_avg_sq, to, accelerator_);
-        if (st.master_param.defined()) st.master_param = to_place(st.master_param, to, accelerator_);
+        if (st.master_param.defined()) {
+          st.master_param = to_place(st.master_param, to, accelerator_);
+        }
         if (auto* fused = dynamic_cast<FusedAdam*>(sub)) {
           if (fused->state_of(inner)) fused->set_state(inner, st.exp_avg, st.exp_avg_sq);
         } else if (auto* s = adamw_state(sub, inner)) {
@@ -718,12 +733,16 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
       // offloaded parameter), so it stays fp32. PT-03: it stays where the state dict was mapped.
       const torch::ScalarType dtype = fp32_update_ ? torch::kFloat : p.scalar_type();
       auto fp32 = param_to_fp32_param_.find(key(p));
-      const torch::Tensor keyed = fp32_update_ && fp32 != param_to_fp32_param_.end() ? fp32->second : p;
+      const torch::Tensor keyed =
+          fp32_update_ && fp32 != param_to_fp32_param_.end() ? fp32->second : p;
       auto cast = [&](const torch::Tensor& t) {
         const Place to = behaviour_.mutant_pt03_state_stays_where_loaded
                              ? place_of(t, accelerator_)
                              : place_of(keyed, accelerator_);
-        return clone_in_place(to_place(t.to(dtype), to, accelerator_), accelerator_);
+        // A copy of its own: the cast or the move makes one, else clone.
+        torch::Tensor c = to_place(t.to(dtype), to, accelerator_);
+        return c.unsafeGetTensorImpl() == t.unsafeGetTensorImpl() ? clone_in_place(c, accelerator_)
+                                                                   : c;
       };
       HdoParamState st = *entry;
       st.exp_avg = cast(st.exp_avg);

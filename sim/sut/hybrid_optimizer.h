@@ -162,8 +162,9 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   torch::Tensor host_grad_source(const torch::Tensor& inner) const;
   // Whether the host copy `src` of `gpu_param` is pageable, as a non-blocking H2D copy sees it.
   bool pageable_host_copy(const torch::Tensor& src, const torch::Tensor& gpu_param) const;
-  // Staging buffer `slot` of `pool` (0: grads, 1: 16-bit parameters) in `dtype`, at least `n`
-  // elements, on the host (pinned with CUDA); kept across steps.
+  // Staging buffer `slot` of `pool` (0: grads, slot 2 there the buffer a 16-bit grad is widened
+  // into; 1: 16-bit parameters) in `dtype`, at least `n` elements, on the host (pinned with
+  // CUDA); kept across steps.
   torch::Tensor staging(int pool, int slot, torch::ScalarType dtype, int64_t n);
 
   torch::Device accelerator_;

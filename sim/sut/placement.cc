@@ -57,7 +57,9 @@ const torch::Tensor& mark_host(const torch::Tensor& t, const torch::Device& acce
 }
 
 torch::Tensor to_place(const torch::Tensor& t, Place p, const torch::Device& accelerator) {
-  if (accelerator.is_cuda()) return t.to(p == Place::kHost ? torch::Device(torch::kCPU) : accelerator);
+  if (accelerator.is_cuda()) {
+    return t.to(p == Place::kHost ? torch::Device(torch::kCPU) : accelerator);
+  }
   if (place_of(t, accelerator) == p) return t;
   torch::Tensor copy = t.clone();
   if (p == Place::kHost) mark_host(copy, accelerator);
