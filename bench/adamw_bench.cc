@@ -1,12 +1,12 @@
 // CPU AdamW steps: LibTorch's torch::optim::AdamW (the port's host optimizer) against the fused
-// host AdamW of the hdo-fused-host-adamw variant (sut::FusedHostAdamW), over one large tensor
+// host AdamW of the hdo-fused-host-adamw variant (engines::FusedHostAdamW), over one large tensor
 // and over a realistic shard of many mixed-size tensors. Bytes: 28 per parameter (fp32 AdamW).
 #include <ATen/Parallel.h>
 
 #include "bench_support.h"
-#include "sim/sut/adamw_kernel.h"
-#include "sim/sut/fused_cpu_adamw.h"
-#include "sim/sut/torch_fwd.h"
+#include "sim/engines/adamw_kernel.h"
+#include "sim/engines/fused_host_adamw.h"
+#include "sim/port/torch_pch.h"
 
 namespace {
 
@@ -22,7 +22,7 @@ std::vector<torch::Tensor> make_params(const std::vector<int64_t>& sizes) {
   return params;
 }
 
-// kind 0: torch::optim::AdamW; 1: sut::FusedHostAdamW. shard: the realistic shard, else one
+// kind 0: torch::optim::AdamW; 1: engines::FusedHostAdamW. shard: the realistic shard, else one
 // tensor.
 template <int kKind, bool kShard>
 void BM_CpuAdamW(benchmark::State& state) {
@@ -36,11 +36,11 @@ void BM_CpuAdamW(benchmark::State& state) {
   if (kKind == 0) {
     opt = std::make_unique<torch::optim::AdamW>(params, options);
   } else {
-    opt = std::make_unique<sc::sut::FusedHostAdamW>(params, options);
+    opt = std::make_unique<sc::engines::FusedHostAdamW>(params, options);
   }
   opt->step();  // state created outside the timed loop
   for (auto _ : state) opt->step();
-  if (kKind == 1 && !static_cast<sc::sut::FusedHostAdamW&>(*opt).last_step_was_fused()) {
+  if (kKind == 1 && !static_cast<sc::engines::FusedHostAdamW&>(*opt).last_step_was_fused()) {
     state.SkipWithError("the fused AdamW fell back to LibTorch's step");
   }
   state.SetItemsProcessed(state.iterations() * total);
@@ -48,7 +48,7 @@ void BM_CpuAdamW(benchmark::State& state) {
   sc::bench::set_fraction_of_triad(state, kAdamWBytesPerParam * total);
   state.counters["tensors"] = static_cast<double>(sizes.size());
   state.counters["threads"] = at::get_num_threads();
-  if (kKind == 1) state.SetLabel(std::string("isa=") + sc::sut::adamw_kernel_isa());
+  if (kKind == 1) state.SetLabel(std::string("isa=") + sc::engines::adamw_kernel_isa());
 }
 BENCHMARK(BM_CpuAdamW<0, false>)
     ->Name("BM_CpuAdamW/torch/one_tensor")

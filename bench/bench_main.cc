@@ -4,12 +4,14 @@
 #include <torch/cuda.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "bench_support.h"
 #include "shardcheck/config.h"
-#include "sim/sut/torch_fwd.h"
+#include "sim/port/torch_pch.h"
 
 namespace sc::bench {
 void register_property_benchmarks();
@@ -20,6 +22,24 @@ int64_t property_cases() {
   const std::string s = env ? env : "";
   const auto at = s.find("max_success=");
   return at == std::string::npos ? 100 : std::stoll(s.substr(at + 12));
+}
+
+// argv with Google Benchmark's value flags given as `--name value` joined into `--name=value`,
+// the project's one command-line convention (sim/input/args.h); Google Benchmark reads only
+// the joined form.
+std::vector<std::string> joined_value_flags(int argc, char** argv) {
+  static const std::set<std::string> kValueFlags = {
+      "--benchmark_filter",   "--benchmark_min_time",  "--benchmark_repetitions",
+      "--benchmark_format",   "--benchmark_out",       "--benchmark_out_format",
+      "--benchmark_color",    "--benchmark_time_unit", "--benchmark_context",
+      "--benchmark_perf_counters", "--v"};
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (kValueFlags.count(arg) && i + 1 < argc) arg += std::string("=") + argv[++i];
+    out.push_back(arg);
+  }
+  return out;
 }
 }  // namespace sc::bench
 
@@ -38,8 +58,12 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext(
       "bytes_model", "fp32 AdamW 28 B/param (16 read + 12 written); triad 12 B/element (STREAM)");
   sc::bench::register_property_benchmarks();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::vector<std::string> args = sc::bench::joined_value_flags(argc, argv);
+  std::vector<char*> pointers;
+  for (std::string& arg : args) pointers.push_back(arg.data());
+  int count = static_cast<int>(pointers.size());
+  benchmark::Initialize(&count, pointers.data());  // --help prints the usage and exits 0
+  if (benchmark::ReportUnrecognizedArguments(count, pointers.data())) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

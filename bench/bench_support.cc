@@ -8,7 +8,7 @@
 #include <memory>
 #include <new>
 
-#include "sim/scenario.h"
+#include "sim/input/scenario.h"
 
 namespace sc::bench {
 

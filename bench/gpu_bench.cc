@@ -15,9 +15,9 @@
 #include <atomic>
 
 #include "bench_support.h"
-#include "sim/sut/behaviour.h"
-#include "sim/sut/fused_adam.h"
-#include "sim/sut/torch_fwd.h"
+#include "sim/port/behaviour.h"
+#include "sim/port/fused_adam.h"
+#include "sim/port/torch_pch.h"
 
 namespace {
 

@@ -8,10 +8,11 @@
 #include <torch/cuda.h>
 
 #include "bench_support.h"
-#include "sim/sut/behaviour.h"
-#include "sim/sut/hybrid_optimizer.h"
-#include "sim/sut/tensor_attrs.h"
-#include "sim/sut/torch_fwd.h"
+#include "sim/engines/engines.h"
+#include "sim/port/behaviour.h"
+#include "sim/port/hybrid_optimizer.h"
+#include "sim/port/tensor_attrs.h"
+#include "sim/port/torch_pch.h"
 
 namespace {
 
@@ -62,7 +63,9 @@ void BM_HdoStep(benchmark::State& state) {
       .overlap_cpu_optimizer_d2h_h2d(overlap);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(params);
-  sc::sut::HybridDeviceOptimizer hdo(std::move(groups), opts, device, &attrs, behaviour);
+  sc::sut::HybridDeviceOptimizer hdo(std::move(groups), opts, device, &attrs, behaviour,
+                                     /*streams=*/nullptr,
+                                     sc::engines::engine_for(behaviour).get());
   int64_t host_params = 0;
   for (const auto& p : params) {
     if (hdo.is_offloaded(p)) host_params += p.numel();
@@ -82,7 +85,7 @@ void BM_HdoStep(benchmark::State& state) {
   // staging buffers (the pipelined offload, which must have taken every timed step).
   state.counters["host_transfer_MiB"] =
       static_cast<double>(hdo.host_transfer_buffer_bytes()) / (1 << 20);
-  if (impl == 2 && host_params > 0 && hdo.pipelined_steps() != state.iterations() + 1) {
+  if (impl == 2 && host_params > 0 && hdo.engine_host_steps() != state.iterations() + 1) {
     state.SkipWithError("the pipelined offload did not take every step");
   }
   state.SetLabel(std::string(behaviour.name) + (impl == 2 ? " chunk=2^20" : "") +

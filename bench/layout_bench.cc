@@ -6,7 +6,7 @@
 #include "bench_support.h"
 #include "model/layout.h"
 #include "model/shard.h"
-#include "sim/scenario.h"
+#include "sim/input/scenario.h"
 
 namespace {
 

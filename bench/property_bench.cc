@@ -11,8 +11,9 @@
 #include <sstream>
 #include <utility>
 
-#include "properties/property_table.h"
-#include "sim/sut/behaviour.h"
+#include "properties/registry.h"
+#include "properties/run.h"
+#include "sim/port/behaviour.h"
 #endif
 
 namespace sc::bench {
@@ -23,15 +24,16 @@ void register_property_benchmarks() {
 #ifndef SC_NO_PROPERTIES
   // The numerical properties also under the faster offload path, to compare the two.
   const std::vector<std::pair<std::string, sut::Behaviour>> variants{
-      {"port", sut::fully_patched()}, {"fused", *sut::behaviour_by_name("hdo-fused-host-adamw")}};
-  for (const auto& def : props::diff_properties()) {
+      {"port", sut::fully_patched()}, {"fused", *sut::behaviour_by_name("patched+fused-host-adamw")}};
+  for (const props::Property* property : props::variant_properties()) {
+    const props::Property& def = *property;
     const bool structural = def.name.rfind("ShardBuilder", 0) == 0;
     for (const auto& [tag, b] : variants) {
       if (structural && tag != "port") continue;
       const std::string name = std::string("BM_PropertyThroughput/") +
                                (structural ? "structural/" : "numerical/") + tag + "/" + def.name;
       benchmark::RegisterBenchmark(name.c_str(),
-                                   [def, b = b](benchmark::State& state) {
+                                   [&def, b = b](benchmark::State& state) {
                                      bool ok = true;
                                      for (auto _ : state) {
                                        // RapidCheck's report of every run (configuration, classes)
@@ -39,7 +41,8 @@ void register_property_benchmarks() {
                                        std::ostringstream sink;
                                        auto* out = std::cout.rdbuf(sink.rdbuf());
                                        auto* err = std::cerr.rdbuf(sink.rdbuf());
-                                       ok = rc::check(def.name, [&] { def.body(b); }) && ok;
+                                       ok = !props::run_property([&] { def.body(b); }).failed() &&
+                                            ok;
                                        std::cout.rdbuf(out);
                                        std::cerr.rdbuf(err);
                                        if (!ok) std::cerr << sink.str();

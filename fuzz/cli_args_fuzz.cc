@@ -7,7 +7,7 @@
 #include <variant>
 #include <vector>
 
-#include "sim/cli.h"
+#include "sim/app/options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> args(1);

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <variant>
 
-#include "sim/inventory_file.h"
+#include "sim/input/inventory_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

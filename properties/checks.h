@@ -11,7 +11,7 @@
 #include "model/offload_plan.h"
 #include "model/shard.h"
 #include "model/spec.h"
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 
 namespace sc::props {
 

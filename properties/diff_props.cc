@@ -7,7 +7,7 @@
 #include "properties/checks.h"
 #include "properties/coverage.h"
 #include "properties/support.h"
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 
 namespace sc::props {
 

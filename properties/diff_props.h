@@ -3,7 +3,7 @@
 #pragma once
 
 #include "model/spec.h"
-#include "sim/sut/behaviour.h"
+#include "sim/port/behaviour.h"
 
 namespace sc::props {
 

@@ -7,8 +7,8 @@
 #include "model/adamw.h"
 #include "properties/gen/choice.h"
 #include "properties/support.h"
-#include "sim/rng.h"
-#include "sim/sut/fused_adam.h"
+#include "sim/rig/rng.h"
+#include "sim/port/fused_adam.h"
 
 namespace sc::props {
 

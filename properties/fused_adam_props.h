@@ -2,7 +2,7 @@
 // zero-size tensors anywhere (last included) and more tensors than one multi-tensor launch.
 #pragma once
 
-#include "sim/sut/behaviour.h"
+#include "sim/port/behaviour.h"
 
 namespace sc::props {
 

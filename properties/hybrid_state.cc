@@ -15,10 +15,10 @@
 #include "properties/gen/case_gen.h"
 #include "properties/gen/choice.h"
 #include "properties/gen/step_gen.h"
-#include "properties/property_table.h"
+#include "properties/registry.h"
 #include "properties/support.h"
-#include "sim/fma_probe.h"
-#include "sim/world.h"
+#include "sim/rig/fma_probe.h"
+#include "sim/rig/rank_rig.h"
 
 namespace sc::props {
 namespace {

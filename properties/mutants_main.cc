@@ -11,11 +11,12 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
-#include <rapidcheck.h>
-
-#include "properties/property_table.h"
+#include "properties/registry.h"
+#include "properties/run.h"
+#include "sim/input/args.h"
 
 namespace {
 
@@ -45,23 +46,41 @@ std::string quoted(const std::string& s) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: shardcheck-mutants [--only=NAME] [--max-success=N] [--seed=N] [--json]\n"
+    "  --only=NAME        one mutant (default: every mutant)\n"
+    "  --max-success=N    cases per property and mutant (200)\n"
+    "  --seed=N           RapidCheck's seed (1)\n"
+    "  --json             one JSON object instead of the table\n"
+    "Options taking a value also accept it as the next argument (--only MEG-01).\n"
+    "Exit status: 0 every mutant killed, 1 one survived, 2 bad arguments.\n";
+
+int bad_input(const std::string& why) {
+  std::cerr << "shardcheck-mutants: " << why << "\n" << kUsage;
+  return sc::sim::kExitBadInput;
+}
+
 int main(int argc, char** argv) {
   std::string only;
   uint64_t max_success = 200, seed = 1;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--json") {
+  auto split = sc::sim::split_args(std::vector<std::string>(argv + 1, argv + argc),
+                                   {"only", "max-success", "seed"}, {"json"});
+  if (auto* why = std::get_if<std::string>(&split)) return bad_input(*why);
+  for (const sc::sim::Arg& a : std::get<std::vector<sc::sim::Arg>>(split)) {
+    if (a.name == "help") {
+      std::cout << kUsage;
+      return sc::sim::kExitOk;
+    } else if (a.name == "json") {
       json = true;
-    } else if (a.rfind("--only=", 0) == 0) {
-      only = a.substr(7);
-    } else if (a.rfind("--max-success=", 0) == 0 && parse_u64(a.substr(14), max_success) &&
-               max_success > 0) {
-    } else if (a.rfind("--seed=", 0) == 0 && parse_u64(a.substr(7), seed)) {
+    } else if (a.name == "only") {
+      only = a.value;
+    } else if (a.name == "max-success" && parse_u64(a.value, max_success) && max_success > 0) {
+    } else if (a.name == "seed" && parse_u64(a.value, seed)) {
     } else {
-      std::cerr << "shardcheck-mutants: bad argument '" << a
-                << "' (use --only=NAME --max-success=N --seed=N --json)\n";
-      return 2;
+      return bad_input(a.positional() ? "unexpected argument '" + a.value + "'"
+                                      : "--" + a.name + "=" + a.value + ": expected a number" +
+                                            (a.name == "max-success" ? " above 0" : ""));
     }
   }
   std::vector<sc::sut::Behaviour> mutants;
@@ -77,24 +96,20 @@ int main(int argc, char** argv) {
     Outcome o;
     o.name = m.name;
     const auto start = std::chrono::steady_clock::now();
-    for (const auto& p : sc::props::diff_properties()) {
-      rc::detail::TestParams params;
-      params.seed = seed;
-      params.maxSuccess = static_cast<int>(max_success);
-      const auto& body = p.body;
-      const rc::detail::TestResult r =
-          rc::detail::checkTestable([&] { body(m); }, rc::detail::TestMetadata{}, params);
-      rc::detail::FailureResult failure;
-      rc::detail::GaveUpResult gave_up;
-      if (r.match(gave_up)) {
-        std::cerr << "shardcheck-mutants: " << p.name << " gave up on " << m.name << ": "
-                  << gave_up.description << "\n";
+    for (const sc::props::Property* p : sc::props::variant_properties()) {
+      sc::props::RunOptions options;
+      options.seed = seed;
+      options.max_success = static_cast<int>(max_success);
+      const sc::props::RunOutcome r = sc::props::run_property([&] { p->body(m); }, options);
+      if (r.kind == sc::props::RunOutcome::Kind::kGaveUp) {
+        std::cerr << "shardcheck-mutants: " << p->name << " gave up on " << m.name << ": "
+                  << r.description << "\n";
       }
-      if (r.match(failure)) {
+      if (r.failed()) {
         o.killed = true;
-        o.property = p.name;
-        o.cases = failure.numSuccess + 1;
-        o.shrunk_size = failure.counterExample.size();
+        o.property = p->name;
+        o.cases = r.cases;
+        o.shrunk_size = r.shrunk_size;
         break;
       }
     }

@@ -14,9 +14,9 @@
 #include "properties/checks.h"
 #include "properties/coverage.h"
 #include "properties/support.h"
-#include "sim/fma_probe.h"
-#include "sim/world.h"
-#include "tests/support/tolerances.h"
+#include "sim/rig/fma_probe.h"
+#include "sim/rig/rank_rig.h"
+#include "sim/rig/tolerances.h"
 
 namespace sc::props {
 

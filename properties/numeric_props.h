@@ -4,8 +4,8 @@
 
 #include "model/spec.h"
 #include "properties/gen/step_gen.h"
-#include "sim/sut/behaviour.h"
-#include "sim/world.h"
+#include "sim/port/behaviour.h"
+#include "sim/rig/rank_rig.h"
 
 namespace sc::props {
 
@@ -31,7 +31,7 @@ void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
 void run_pinned_copies_property(const model::CaseSpec& c, const gen::Schedule& s,
                                 const sut::Behaviour& b);
 // Runs `c` at its own offload fraction and at `other_fraction` and RC_ASSERTs that every owned
-// piece agrees within the operation-order tolerance (tests/support/tolerances.h).
+// piece agrees within the operation-order tolerance (sim/rig/tolerances.h).
 void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
                             const sut::Behaviour& b, double other_fraction);
 // Runs `c` with the hybrid optimizer at fraction 1 (every piece stepped by LibTorch's AdamW on

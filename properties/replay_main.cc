@@ -10,34 +10,28 @@
 #include <iostream>
 #include <sstream>
 #include <string>
-
-#include <rapidcheck.h>
+#include <variant>
+#include <vector>
 
 #include "properties/case_file.h"
 #include "properties/gen/case_gen.h"
 #include "properties/gen/step_gen.h"
-#include "properties/property_table.h"
+#include "properties/registry.h"
+#include "properties/run.h"
+#include "sim/input/args.h"
 
 namespace {
 
-int usage(const std::string& why) {
-  std::cerr << "shardcheck-replay: " << why
-            << "\nusage: shardcheck-replay CASE.json [--variant=NAME] [--property=Suite.Name]\n";
-  return 2;
-}
+constexpr const char* kUsage =
+    "usage: shardcheck-replay CASE.json [--variant=NAME] [--property=Suite.Name]\n"
+    "  --variant=NAME        a variant (upstream, pr6982+F1, patched, ...) or mutant (the file's)\n"
+    "  --property=NAME       the property to run on the case (the file's)\n"
+    "Options taking a value also accept it as the next argument (--variant upstream).\n"
+    "Exit status: 0 the property holds, 1 it fails, 2 bad arguments or a malformed case file.\n";
 
-// The value of `--name=VALUE` or `--name VALUE` at argv[i]; advances i past a separate value.
-bool option(const std::string& name, int argc, char** argv, int& i, std::string& value) {
-  const std::string a = argv[i];
-  if (a.rfind(name + "=", 0) == 0) {
-    value = a.substr(name.size() + 1);
-    return true;
-  }
-  if (a == name && i + 1 < argc) {
-    value = argv[++i];
-    return true;
-  }
-  return false;
+int usage(const std::string& why) {
+  std::cerr << "shardcheck-replay: " << why << "\n" << kUsage;
+  return sc::sim::kExitBadInput;
 }
 
 }  // namespace
@@ -45,16 +39,23 @@ bool option(const std::string& name, int argc, char** argv, int& i, std::string&
 int main(int argc, char** argv) {
   std::string path, variant, property;
   bool have_variant = false, have_property = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (option("--variant", argc, argv, i, variant)) {
+  auto split = sc::sim::split_args(std::vector<std::string>(argv + 1, argv + argc),
+                                   {"variant", "property"}, {});
+  if (auto* why = std::get_if<std::string>(&split)) return usage(*why);
+  for (const sc::sim::Arg& a : std::get<std::vector<sc::sim::Arg>>(split)) {
+    if (a.name == "help") {
+      std::cout << kUsage;
+      return sc::sim::kExitOk;
+    } else if (a.name == "variant") {
+      variant = a.value;
       have_variant = true;
-    } else if (option("--property", argc, argv, i, property)) {
+    } else if (a.name == "property") {
+      property = a.value;
       have_property = true;
-    } else if (a.rfind("-", 0) != 0 && path.empty()) {
-      path = a;
+    } else if (path.empty()) {
+      path = a.value;
     } else {
-      return usage("bad argument '" + a + "'");
+      return usage("a second case file '" + a.value + "'");
     }
   }
   if (path.empty()) return usage("no case file given");
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
   if (property.empty()) return usage(path + ": the file names no property: give --property");
   const auto behaviour = sc::sut::behaviour_by_name(variant);
   if (!behaviour) return usage("--variant: no variant or mutant named '" + variant + "'");
-  const sc::props::PropertyDef* def = sc::props::find_diff_property(property);
+  const sc::props::Property* def = sc::props::find_property(property);
   if (def == nullptr) return usage("--property: no property named '" + property + "'");
   if (!def->check) {
     return usage("--property: " + property + " draws inputs a case file does not hold");
@@ -91,21 +92,19 @@ int main(int argc, char** argv) {
   }
   std::cout << "\n";
   // One RapidCheck case that draws nothing: RC_ASSERT, RC_LOG and RC_PRE work as in the suite.
-  rc::detail::TestParams params;
-  params.maxSuccess = 1;
-  params.disableShrinking = true;
-  const rc::detail::TestResult r = rc::detail::checkTestable(
-      [&] { def->check(file.inputs, *behaviour); }, rc::detail::TestMetadata{}, params);
-  rc::detail::FailureResult failure;
-  rc::detail::GaveUpResult gave_up;
-  if (r.match(failure)) {
-    std::cout << "FAIL: " << failure.description << "\n";
-    return 1;
+  sc::props::RunOptions once;
+  once.max_success = 1;
+  once.shrink = false;
+  const sc::props::RunOutcome r =
+      sc::props::run_property([&] { def->check(file.inputs, *behaviour); }, once);
+  if (r.failed()) {
+    std::cout << "FAIL: " << r.description << "\n";
+    return sc::sim::kExitCheckFailed;
   }
-  if (r.match(gave_up)) {
+  if (r.kind == sc::props::RunOutcome::Kind::kGaveUp) {
     std::cout << "the property discards this case (a precondition does not hold): "
-              << gave_up.description << "\n";
-    return 2;
+              << r.description << "\n";
+    return sc::sim::kExitBadInput;
   }
   std::cout << "PASS\n";
   return 0;

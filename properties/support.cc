@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "sim/sut/device.h"
+#include "sim/port/device.h"
 
 namespace sc::props {
 

@@ -4,8 +4,8 @@
 // so that one binary checks upstream, fixes and mutants alike.
 #pragma once
 
-#include "sim/sut/behaviour.h"
-#include "sim/sut/torch_fwd.h"
+#include "sim/port/behaviour.h"
+#include "sim/port/torch_pch.h"
 
 namespace sc::props {
 

@@ -17,7 +17,8 @@
 #include "properties/case_file.h"
 #include "properties/gen/case_gen.h"
 #include "properties/gen/step_gen.h"
-#include "properties/property_table.h"
+#include "properties/registry.h"
+#include "properties/run.h"
 
 namespace sc::props {
 namespace {
@@ -41,12 +42,11 @@ int replay(const std::string& args) {
 // Runs `body` as `cases` RapidCheck cases at `seed`; fails the test on a failing case.
 template <typename Body>
 void for_cases(uint64_t seed, int cases, Body body) {
-  rc::detail::TestParams params;
-  params.seed = seed;
-  params.maxSuccess = cases;
-  const auto r = rc::detail::checkTestable(body, rc::detail::TestMetadata{}, params);
-  rc::detail::FailureResult failure;
-  ASSERT_FALSE(r.match(failure)) << failure.description;
+  RunOptions options;
+  options.seed = seed;
+  options.max_success = cases;
+  const RunOutcome r = run_property(body, options);
+  ASSERT_FALSE(r.failed()) << r.description;
 }
 
 TEST(CaseFile, GeneratedCasesRoundTrip) {
@@ -246,15 +246,14 @@ TEST(CaseFileReplay, AFailingPropertyWritesACaseFileThatReplaysToTheFailure) {
   std::filesystem::remove_all(dir);
   ASSERT_EQ(setenv("SC_CASE_DIR", dir.c_str(), 1), 0);
   const std::string name = "ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank";
-  const PropertyDef& p = diff_property(name);
-  rc::detail::TestParams params;
-  params.seed = 1;
-  params.maxSuccess = 300;
-  const auto r = rc::detail::checkTestable([&] { p.body(sut::upstream()); },
-                                           rc::detail::TestMetadata{}, params);
+  const Property* p = find_property(name);
+  ASSERT_NE(p, nullptr) << name;
+  RunOptions options;
+  options.seed = 1;
+  options.max_success = 300;
+  const RunOutcome failure = run_property([&] { p->body(sut::upstream()); }, options);
   unsetenv("SC_CASE_DIR");
-  rc::detail::FailureResult failure;
-  ASSERT_TRUE(r.match(failure));
+  ASSERT_TRUE(failure.failed());
   const std::string file = (dir / (name + ".upstream.json")).string();
   ASSERT_TRUE(std::filesystem::exists(file)) << file;
   // The log of the shrunk case names the file and holds its JSON.
@@ -288,6 +287,41 @@ TEST(RegressionCorpus, EveryCaseFailsOnItsVariantAndHoldsWhenFullyPatched) {
     EXPECT_EQ(replay(file), 1) << file << " no longer fails on " << f.variant;
     EXPECT_EQ(replay(file + " --variant=" + sut::fully_patched().name), 0)
         << file << " fails on the fully patched variant";
+  }
+}
+
+// The fully patched variant without the change `fix` ("F3", "pr4547"), as a composed name.
+std::string patched_without(const std::string& fix) {
+  std::string out = "upstream";
+  for (const char* change : {"pr6982", "F1", "F2", "F3", "F4", "F5", "F6", "pr4547", "F7", "F8",
+                             "F9"}) {
+    if (change != fix) out += std::string("+") + change;
+  }
+  return out;
+}
+
+// Fixes compose: each finding's corpus case (tests/regressions/fN_*.json, and the pr4547 one)
+// holds once its own fix is added to the variant it was found on, and fails on the fully patched
+// variant with only that fix taken out, so each fix is checked on its own.
+TEST(RegressionCorpus, EachFindingsOwnFixAloneDecidesItsCase) {
+  const std::string dir = std::string(SC_SOURCE_DIR) + "/tests/regressions/";
+  std::vector<std::pair<std::string, std::string>> cases;  // file, its fix
+  for (int n = 1; n <= 9; ++n) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("f" + std::to_string(n) + "_", 0) == 0 && e.path().extension() == ".json") {
+        cases.emplace_back(e.path().string(), "F" + std::to_string(n));
+      }
+    }
+  }
+  cases.emplace_back(dir + "hdo02_fp32_copies_lose_pinning.json", "pr4547");
+  ASSERT_EQ(cases.size(), 10u);
+  for (const auto& [file, fix] : cases) {
+    const CaseFile f = parse_case_file(read(file));
+    EXPECT_EQ(replay(file + " --variant=" + f.variant + "+" + fix), 0)
+        << file << " still fails on " << f.variant << "+" << fix;
+    EXPECT_EQ(replay(file + " --variant=" + patched_without(fix)), 1)
+        << file << " holds on " << patched_without(fix);
   }
 }
 

@@ -6,7 +6,7 @@
 #include "model/layout.h"
 #include "model/shard.h"
 #include "properties/checks.h"
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 
 namespace sc::props {
 namespace {

@@ -7,7 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "sim/cli.h"
+#include "sim/app/cli.h"
+#include "sim/app/jobs.h"
 
 namespace sc::sim {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "model/spec.h"
 #include "properties/coverage.h"
+#include "properties/run.h"
 #include "properties/gen/case_gen.h"
 #include "tests/support/cases.h"
 
@@ -139,17 +140,17 @@ TEST(CoverageClasses, TheGeneratorHitsEveryClassAtItsMinimumRate) {
   constexpr int kCases = 1000;
   std::map<std::string, int> hits;
   int cases = 0;
-  rc::detail::TestParams params;
-  params.seed = 7;
-  params.maxSuccess = kCases;
-  const auto result = rc::detail::checkTestable(
+  RunOptions options;
+  options.seed = 7;
+  options.max_success = kCases;
+  const RunOutcome result = run_property(
       [&] {
         const model::CaseSpec c = *gen::case_spec();
         ++cases;
         for (const std::string& cls : coverage_classes(c)) ++hits[cls];
       },
-      rc::detail::TestMetadata{}, params);
-  ASSERT_TRUE(result.template is<rc::detail::SuccessResult>());
+      options);
+  ASSERT_EQ(result.kind, RunOutcome::Kind::kPassed) << result.report;
   ASSERT_EQ(cases, kCases);
   ASSERT_EQ(kMinimumRate.size(), coverage_class_names().size());
   for (const std::string& cls : coverage_class_names()) {

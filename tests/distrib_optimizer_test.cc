@@ -2,8 +2,8 @@
 // reload_model_params (Megatron's test_optimizer_reload_model_params, exact) and zero_grad.
 #include <gtest/gtest.h>
 
-#include "sim/sut/distrib_optimizer.h"
-#include "sim/sut/hybrid_optimizer.h"
+#include "sim/port/distrib_optimizer.h"
+#include "sim/port/hybrid_optimizer.h"
 
 namespace sc::sut {
 namespace {

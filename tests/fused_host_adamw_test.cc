@@ -1,4 +1,4 @@
-// The fused host AdamW (sut::FusedHostAdamW, the `hdo-fused-host-adamw` variant's host
+// The fused host AdamW (engines::FusedHostAdamW, the `hdo-fused-host-adamw` variant's host
 // sub-optimizer) against LibTorch's torch::optim::AdamW, bit for bit: parameters, both moments
 // and the step count, over mixed tensor sizes (empty ones, sizes that are not a multiple of any
 // vector width, tensors larger than one parallel task), groups with and without weight decay,
@@ -8,12 +8,13 @@
 
 #include <cstring>
 
-#include "sim/sut/adamw_kernel.h"
-#include "sim/sut/behaviour.h"
-#include "sim/sut/fused_cpu_adamw.h"
-#include "sim/sut/hybrid_optimizer.h"
-#include "sim/sut/tensor_attrs.h"
-#include "sim/sut/torch_fwd.h"
+#include "sim/engines/adamw_kernel.h"
+#include "sim/engines/engines.h"
+#include "sim/port/behaviour.h"
+#include "sim/engines/fused_host_adamw.h"
+#include "sim/port/hybrid_optimizer.h"
+#include "sim/port/tensor_attrs.h"
+#include "sim/port/torch_pch.h"
 
 namespace sc {
 namespace {
@@ -108,18 +109,18 @@ void expect_same(torch::optim::Optimizer& ref, const std::vector<torch::Tensor>&
 }
 
 TEST(FusedHostAdamW, TheProbeFindsLibTorchsFmaMode) {
-  ASSERT_TRUE(sut::torch_adamw_fuses_multiply_adds().has_value())
+  ASSERT_TRUE(engines::torch_adamw_fuses_multiply_adds().has_value())
       << "neither FMA mode of the fused kernel reproduces LibTorch's AdamW on this machine";
-  std::cout << "LibTorch AdamW fuses multiply-adds: " << *sut::torch_adamw_fuses_multiply_adds()
-            << ", kernel ISA: " << sut::adamw_kernel_isa() << "\n";
+  std::cout << "LibTorch AdamW fuses multiply-adds: " << *engines::torch_adamw_fuses_multiply_adds()
+            << ", kernel ISA: " << engines::adamw_kernel_isa() << "\n";
 }
 
 TEST(FusedHostAdamW, BitIdenticalToTorchAdamWOnMixedSizes) {
   torch::NoGradGuard no_grad;
   torch::optim::AdamW* ref = nullptr;
   std::unique_ptr<torch::optim::AdamW> ref_holder;
-  sut::FusedHostAdamW* ours = nullptr;
-  std::unique_ptr<sut::FusedHostAdamW> ours_holder;
+  engines::FusedHostAdamW* ours = nullptr;
+  std::unique_ptr<engines::FusedHostAdamW> ours_holder;
   const auto rp = run(make_params(3), 6, &ref, &ref_holder);
   const auto op = run(make_params(3), 6, &ours, &ours_holder);
   EXPECT_TRUE(ours->last_step_was_fused());
@@ -137,8 +138,8 @@ TEST(FusedHostAdamW, EveryThreadCountGivesTheSameBits) {
   std::vector<std::vector<torch::Tensor>> results;
   for (int threads : {1, 2, 3}) {
     at::set_num_threads(threads);
-    sut::FusedHostAdamW* ours = nullptr;
-    std::unique_ptr<sut::FusedHostAdamW> holder;
+    engines::FusedHostAdamW* ours = nullptr;
+    std::unique_ptr<engines::FusedHostAdamW> holder;
     results.push_back(run(make_params(5), 3, &ours, &holder));
   }
   at::set_num_threads(before);
@@ -155,7 +156,7 @@ TEST(FusedHostAdamW, StateLoadedFromTorchAdamWContinuesBitIdentically) {
   std::vector<torch::Tensor> p1 = make_params(9), p2 = make_params(9);
   torch::optim::AdamW ref(p1, torch::optim::AdamWOptions(1e-2).weight_decay(0.05));
   torch::optim::AdamW first(p2, torch::optim::AdamWOptions(1e-2).weight_decay(0.05));
-  sut::FusedHostAdamW ours(p2, torch::optim::AdamWOptions(1e-2).weight_decay(0.05));
+  engines::FusedHostAdamW ours(p2, torch::optim::AdamWOptions(1e-2).weight_decay(0.05));
   for (int k = 0; k < 5; ++k) {
     const auto grads = make_grads(kSizes, k);
     for (size_t i = 0; i < p1.size(); ++i) {
@@ -188,7 +189,7 @@ TEST(FusedHostAdamW, NonContiguousParametersFallBackToTorchsStep) {
   torch::Tensor p1 = base1.t(), p2 = base2.t();  // transposed views: not contiguous
   torch::optim::AdamW ref(std::vector<torch::Tensor>{p1},
                           torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
-  sut::FusedHostAdamW ours(std::vector<torch::Tensor>{p2},
+  engines::FusedHostAdamW ours(std::vector<torch::Tensor>{p2},
                            torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
   for (int k = 0; k < 3; ++k) {
     torch::Tensor g = torch::randn({30, 40});
@@ -232,9 +233,10 @@ int64_t steps_equal_the_fully_patched_variant(const sut::Behaviour& variant) {
               .overlap_cpu_optimizer_d2h_h2d(overlap);
           std::vector<torch::optim::OptimizerParamGroup> groups;
           groups.emplace_back(params[side]);
+          const sut::Behaviour behaviour = side == 0 ? sut::fully_patched() : variant;
           hdo.push_back(std::make_unique<sut::HybridDeviceOptimizer>(
-              std::move(groups), o, torch::Device(torch::kCPU), &attrs[side],
-              side == 0 ? sut::fully_patched() : variant));
+              std::move(groups), o, torch::Device(torch::kCPU), &attrs[side], behaviour,
+              /*streams=*/nullptr, engines::engine_for(behaviour).get()));
         }
         for (int k = 0; k < 3; ++k) {
           const auto grads = make_grads(kSizes, k);
@@ -261,7 +263,7 @@ int64_t steps_equal_the_fully_patched_variant(const sut::Behaviour& variant) {
             EXPECT_TRUE(bit_equal(a->master_param, b->master_param));
           }
         }
-        pipelined += hdo[1]->pipelined_steps();
+        pipelined += hdo[1]->engine_host_steps();
       }
     }
   }
@@ -272,10 +274,10 @@ TEST(FusedHostAdamW, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
   const auto fused = sut::behaviour_by_name("hdo-fused-host-adamw");
   ASSERT_TRUE(fused.has_value());
   ASSERT_TRUE(fused->fused_host_adamw);
-  const int64_t before = sut::FusedHostAdamW::fused_steps_taken();
+  const int64_t before = engines::FusedHostAdamW::fused_steps_taken();
   EXPECT_EQ(steps_equal_the_fully_patched_variant(*fused), 0);
   // 3 models x 2 overlaps x 2 fractions x 3 steps, at least one host optimizer each.
-  EXPECT_GE(sut::FusedHostAdamW::fused_steps_taken() - before, 36);
+  EXPECT_GE(engines::FusedHostAdamW::fused_steps_taken() - before, 36);
 }
 
 // The pipelined offload, in chunks of 4096 elements (the 70001- and 100003-element tensors

@@ -1,7 +1,7 @@
 // Model files: the shipped files reproduce the built-in inventories exactly, at every scale; the
 // schema's forms expand as documented; every malformed file gives one message naming the line
 // (syntax) or the JSON path (schema), never a crash.
-#include "sim/inventory_file.h"
+#include "sim/input/inventory_file.h"
 
 #include <gtest/gtest.h>
 

@@ -21,10 +21,11 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/cli.h"
-#include "sim/launcher.h"
-#include "sim/multiprocess.h"
-#include "sim/rng.h"
+#include "sim/app/cli.h"
+#include "sim/app/jobs.h"
+#include "sim/app/launcher.h"
+#include "sim/app/multiprocess.h"
+#include "sim/rig/rng.h"
 
 namespace sc::sim {
 namespace {

@@ -1,32 +1,41 @@
-// Every re-injected known bug (mutant) and the unfixed pr6982 (finding F1) is killed by at
-// least one named property: run with a fixed RapidCheck seed, the property fails. The fully
-// patched variant passes the same runs.
+// Every known killer the registry names (properties/registry.h: re-injected known bugs, the
+// fully patched variant with one fix taken out) fails its property at a fixed RapidCheck seed,
+// and the variant the property holds on passes the same run. Every mutant is named somewhere.
 #include <gtest/gtest.h>
 
-#include <rapidcheck.h>
+#include <cctype>
+#include <set>
+#include <string>
+#include <vector>
 
-#include "properties/property_table.h"
+#include "properties/registry.h"
+#include "properties/run.h"
 
 namespace sc::props {
 namespace {
 
-bool fails(const std::string& property, const sut::Behaviour& b, uint64_t seed) {
-  rc::detail::TestParams params;
-  params.seed = seed;
-  params.maxSuccess = 200;
-  const auto& body = diff_property(property).body;
-  const rc::detail::TestResult r =
-      rc::detail::checkTestable([&] { body(b); }, rc::detail::TestMetadata{}, params);
-  rc::detail::FailureResult failure;
-  return r.match(failure);
+bool fails(const Property& property, const sut::Behaviour& b, uint64_t seed) {
+  RunOptions options;
+  options.seed = seed;
+  options.max_success = 200;
+  return run_property([&] { property.body(b); }, options).failed();
 }
 
+// One known killer of one property, as the registry lists it.
 struct Kill {
-  const char* variant;
-  const char* property;
+  const Property* property;
+  std::string variant;
 };
 
-void PrintTo(const Kill& k, std::ostream* os) { *os << k.variant << " by " << k.property; }
+void PrintTo(const Kill& k, std::ostream* os) { *os << k.variant << " by " << k.property->name; }
+
+std::vector<Kill> known_kills() {
+  std::vector<Kill> out;
+  for (const Property& p : all_properties()) {
+    for (const std::string& killer : p.killers) out.push_back({&p, killer});
+  }
+  return out;
+}
 
 class MutantKill : public ::testing::TestWithParam<Kill> {};
 
@@ -34,64 +43,52 @@ TEST_P(MutantKill, IsKilledByItsProperty) {
   const Kill k = GetParam();
   const auto b = sut::behaviour_by_name(k.variant);
   ASSERT_TRUE(b) << k.variant;
-  EXPECT_TRUE(fails(k.property, *b, 1)) << k.variant << " survives " << k.property;
-  EXPECT_FALSE(fails(k.property, sut::fully_patched(), 1))
-      << "the fully patched variant fails " << k.property;
+  EXPECT_TRUE(fails(*k.property, *b, 1)) << k.variant << " survives " << k.property->name;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Known, MutantKill,
-    ::testing::Values(
-        Kill{"MEG-01", "ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing"},
-        Kill{"MEG-01", "ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank"},
-        Kill{"MEG-02", "ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing"},
-        Kill{"MEG-03", "ShardBuilderDiff.PortRangesEqualModelOnEveryRank"},
-        Kill{"DS-01", "HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep"},
-        Kill{"DS-01", "HybridOptimizerDiff.ZeroLrAndWeightDecayLeaveParamsUnchanged"},
-        Kill{"DS-03", "HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep"},
-        Kill{"DS-04", "HybridOptimizerDiff.OptimizerStateEqualsTheReference"},
-        Kill{"DS-06", "HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer"},
-        Kill{"pr6982", "HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep"},
-        Kill{"pr6982", "HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult"},
-        Kill{"hdo-accel-grad", "HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption"},
-        Kill{"HDO-05", "HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption"},
-        Kill{"HDO-07", "HybridOptimizerDiff.OptimizerStateEqualsTheReference"},
-        Kill{"HDO-07", "HybridOptimizerDiff.PlacementEqualsTheOffloadPlan"},
-        Kill{"HDO-08", "HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep"},
-        Kill{"PT-01", "FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded"},
-        Kill{"PT-03", "HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice"},
-        Kill{"RULE-pa-no-master-weights",
-             "HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep"},
-        Kill{"hdo-fused-step", "HybridOptimizerState.CommandSequencesMatchTheReference"},
-        Kill{"hdo-load-alias", "DistributedCheckpoint.ResumeEqualsNoInterruption"},
-        Kill{"distopt-load-step", "StreamSimulation.NoRaceBetweenStreams"},
-        Kill{"distopt-load-step", "StreamSimulation.EveryScheduleGivesTheReferenceParams"},
-        Kill{"HDO-01", "StreamSimulation.NoRaceBetweenStreams"},
-        Kill{"HDO-01", "StreamSimulation.EveryScheduleGivesTheReferenceParams"},
-        Kill{"STREAM-no-d2h-wait", "StreamSimulation.NoRaceBetweenStreams"},
-        Kill{"HDO-02", "StreamSimulation.NonBlockingCopiesUsePinnedMemory"},
-        Kill{"hdo-grad-stream", "StreamSimulation.NonBlockingCopiesUsePinnedMemory"},
-        Kill{"PT-04", "DistributedCheckpoint.ResumeEqualsNoInterruption"},
-        Kill{"DS-05", "HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep"},
-        Kill{"hdo-pin-fp32", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
-        Kill{"distopt-reshard-padding",
-             "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
-        Kill{"distopt-dp-zero-sync",
-             "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
-        Kill{"MEG-04", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
-        Kill{"DS-07", "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState"},
-        Kill{"MEG-06", "DistributedCheckpoint.ResumeEqualsNoInterruption"},
-        Kill{"MEG-07", "DistributedCheckpoint.ResumeEqualsNoInterruption"},
-        Kill{"PIPE-no-staging-wait", "StreamSimulation.NoRaceBetweenStreams"},
-        Kill{"PIPE-no-chunk-wait", "StreamSimulation.NoRaceBetweenStreams"},
-        Kill{"PIPE-no-chunk-wait", "StreamSimulation.EveryScheduleGivesTheReferenceParams"}),
-    [](const ::testing::TestParamInfo<Kill>& info) {
-      std::string n = std::string(info.param.variant) + "_" + info.param.property;
-      for (char& ch : n) {
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return n;
-    });
+// The same runs pass where the property holds: on its own variant, or on the fully patched one.
+class HoldsWhereItShould : public ::testing::TestWithParam<const Property*> {};
+
+TEST_P(HoldsWhereItShould, AtTheKillTestsSeed) {
+  const Property& p = *GetParam();
+  const sut::Behaviour passing = p.target == Target::kOwnVariant
+                                     ? *sut::behaviour_by_name(p.own_variant)
+                                     : sut::fully_patched();
+  EXPECT_FALSE(fails(p, passing, 1)) << passing.name << " fails " << p.name;
+}
+
+std::vector<const Property*> killed_properties() {
+  std::vector<const Property*> out;
+  for (const Property& p : all_properties()) {
+    if (!p.killers.empty()) out.push_back(&p);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, HoldsWhereItShould, ::testing::ValuesIn(killed_properties()),
+                         [](const ::testing::TestParamInfo<const Property*>& info) {
+                           std::string n = info.param->name;
+                           for (char& ch : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+INSTANTIATE_TEST_SUITE_P(Registry, MutantKill, ::testing::ValuesIn(known_kills()),
+                         [](const ::testing::TestParamInfo<Kill>& info) {
+                           std::string n = info.param.variant + "_" + info.param.property->name;
+                           for (char& ch : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+// Every mutant is killed by some property the registry names it under.
+TEST(MutantKill, EveryMutantIsAKnownKillerOfSomeProperty) {
+  std::set<std::string> named;
+  for (const Kill& k : known_kills()) named.insert(k.variant);
+  for (const sut::Behaviour& m : sut::all_mutants()) EXPECT_TRUE(named.count(m.name)) << m.name;
+}
 
 }  // namespace
 }  // namespace sc::props

@@ -10,10 +10,10 @@
 
 #include "model/adamw.h"
 #include "model/rounding.h"
-#include "sim/fma_probe.h"
-#include "sim/rng.h"
-#include "sim/sut/fused_adam.h"
-#include "sim/sut/torch_fwd.h"
+#include "sim/rig/fma_probe.h"
+#include "sim/rig/rng.h"
+#include "sim/port/fused_adam.h"
+#include "sim/port/torch_pch.h"
 
 namespace sc {
 namespace {

@@ -1,4 +1,4 @@
-// Pictures of a world (sim/picture.h): the SVG writer escapes and its checker rejects what is not
+// Pictures of a world (sim/picture/picture.h): the SVG writer escapes and its checker rejects what is not
 // well-formed; a worked-example case draws every parameter, padding and shard; a large buffer
 // aggregates per layer; and shardcheck-sim's SVG of the seed world parses, names every failing
 // rank with its error text, stays small at full size, and renders to a PNG with rsvg-convert.
@@ -13,8 +13,8 @@
 #include <sstream>
 #include <string>
 
-#include "sim/picture.h"
-#include "sim/svg.h"
+#include "sim/picture/picture.h"
+#include "sim/picture/svg.h"
 
 namespace sc::sim {
 namespace {

@@ -1,11 +1,11 @@
-// The simulated device places (sim/sut/placement.h): with the CPU standing in for the
+// The simulated device places (sim/port/placement.h): with the CPU standing in for the
 // accelerator, host memory is told apart from accelerator memory as a device would tell it, and
 // kernels raise on operands in the wrong place. Then the hybrid optimizer's use of it: the
 // post-load move (`_move_new_state_to_right_device`) and the PT-03 mutant without it.
 #include <gtest/gtest.h>
 
-#include "sim/sut/placement.h"
-#include "sim/world.h"
+#include "sim/port/placement.h"
+#include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
 namespace sc::sut {

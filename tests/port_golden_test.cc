@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "model/shard.h"
-#include "sim/sut/device.h"
-#include "sim/sut/param_buffer.h"
-#include "sim/world.h"
+#include "sim/port/device.h"
+#include "sim/port/param_buffer.h"
+#include "sim/rig/rank_rig.h"
 
 namespace sc::sim {
 namespace {

@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 
 #include "properties/diff_props.h"
+#include "properties/run.h"
 #include "properties/gen/case_gen.h"
 
 namespace sc::props {
@@ -28,14 +29,12 @@ Outcome check_against(const sut::Behaviour& b, DiffClaim claim, uint64_t seed) {
       throw;
     }
   };
-  rc::detail::TestParams params;
-  params.seed = seed;
-  params.maxSuccess = 300;
-  const rc::detail::TestResult result =
-      rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
-  rc::detail::FailureResult failure;
-  out.failed = result.match(failure);
-  if (out.failed) out.reproduce = failure.description;
+  RunOptions options;
+  options.seed = seed;
+  options.max_success = 300;
+  const RunOutcome result = run_property(property, options);
+  out.failed = result.failed();
+  if (out.failed) out.reproduce = result.description;
   return out;
 }
 

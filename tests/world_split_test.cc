@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/scenario.h"
+#include "sim/input/scenario.h"
 
 namespace sc::sim {
 namespace {

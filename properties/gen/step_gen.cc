@@ -2,7 +2,7 @@
 
 #include "properties/gen/case_gen.h"
 #include "properties/gen/choice.h"
-#include "sim/rng.h"
+#include "sim/rig/rng.h"
 
 namespace sc::gen {
 

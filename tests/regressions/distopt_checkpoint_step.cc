@@ -12,7 +12,7 @@
 #include <cmath>
 #include <string>
 
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
 namespace sc::sim {

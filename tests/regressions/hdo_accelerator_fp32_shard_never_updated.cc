@@ -5,7 +5,7 @@
 // the hybrid optimizer's accelerator sub-optimizer reads `.grad` for shards it steps in place.
 #include <gtest/gtest.h>
 
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
 namespace sc::sim {

@@ -10,7 +10,7 @@
 
 #include <cmath>
 
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
 namespace sc::sim {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "model/rounding.h"
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
 namespace sc::sim {

@@ -7,7 +7,7 @@
 // are overwritten by the stale host copy at the next step.
 #include <gtest/gtest.h>
 
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
 namespace sc::sim {

@@ -5,7 +5,7 @@
 // of the sub-optimizers starts afresh.
 #include <gtest/gtest.h>
 
-#include "sim/world.h"
+#include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
 namespace sc::sim {

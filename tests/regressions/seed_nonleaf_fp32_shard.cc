@@ -6,8 +6,8 @@
 // add_param_group, whose leaf check rejects it.
 #include <gtest/gtest.h>
 
-#include "sim/sut/device.h"
-#include "sim/world.h"
+#include "sim/port/device.h"
+#include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
 namespace sc::sim {

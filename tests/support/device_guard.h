@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/sut/device.h"
+#include "sim/port/device.h"
 
 #define SC_REQUIRE_CUDA()                                               \
   do {                                                                  \

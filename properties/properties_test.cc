@@ -1,0 +1,59 @@
+// The gtest cases of the property suite, one per registered property (properties/registry.h),
+// each run under RapidCheck with RC_PARAMS (seed, max_success, reproduce strings keyed by
+// "Suite/Name") against what the property targets: the variant under test (SC_VARIANT, default
+// the fully patched variant), its own fixed variant, or the model alone.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+
+#include "properties/registry.h"
+#include "properties/run.h"
+#include "properties/support.h"
+
+namespace sc::props {
+namespace {
+
+// The behaviour `p` runs against here.
+sut::Behaviour target_of(const Property& p) {
+  switch (p.target) {
+    case Target::kVariant:
+      return variant_under_test();
+    case Target::kOwnVariant:
+      return *sut::behaviour_by_name(p.own_variant);
+    case Target::kModel:
+      break;
+  }
+  return sut::upstream();  // ignored by model laws
+}
+
+class PropertyTest : public ::testing::Test {
+ public:
+  explicit PropertyTest(const Property* property) : property_(property) {}
+  void TestBody() override {
+    const sut::Behaviour behaviour = target_of(*property_);
+    const std::string id = property_->name.substr(0, property_->name.find('.')) + "/" +
+                           property_->name.substr(property_->name.find('.') + 1);
+    const RunOutcome out = run_property([&] { property_->body(behaviour); }, RunOptions{id});
+    if (out.kind != RunOutcome::Kind::kPassed) {
+      FAIL() << out.report << "\nvariant: " << behaviour.name << "\n";
+    }
+    std::cout << out.report << "\n";
+  }
+
+ private:
+  const Property* property_;
+};
+
+const bool kRegistered = [] {
+  for (const Property& p : all_properties()) {
+    const size_t dot = p.name.find('.');
+    ::testing::RegisterTest(p.name.substr(0, dot).c_str(), p.name.substr(dot + 1).c_str(),
+                            nullptr, nullptr, __FILE__, __LINE__,
+                            [&p]() -> ::testing::Test* { return new PropertyTest(&p); });
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace sc::props

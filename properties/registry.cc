@@ -1,0 +1,409 @@
+#include "properties/registry.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <rapidcheck.h>
+
+#include "properties/diff_props.h"
+#include "properties/fused_adam_props.h"
+#include "properties/gen/case_gen.h"
+#include "properties/gen/choice.h"
+#include "properties/gen/step_gen.h"
+#include "properties/model_laws.h"
+#include "properties/numeric_props.h"
+
+namespace sc::props {
+
+namespace {
+constexpr int kMaxSteps = 8;
+
+using Check = std::function<void(const CaseInputs&, const sut::Behaviour&)>;
+using Draw = std::function<CaseInputs()>;
+
+// Writes the failing case to the case-file folder and logs where, the JSON and the replay
+// command. Shrinking runs failing cases one after the other: the last file written is the
+// shrunk case that RapidCheck reports.
+void record_failure(const std::string& property, const sut::Behaviour& b, const CaseInputs& in) {
+  const std::string text = to_json(CaseFile{property, b.name, in});
+  std::string path;
+  std::error_code ec;
+  const std::filesystem::path dir(case_file_dir());
+  std::filesystem::create_directories(dir, ec);
+  const std::filesystem::path file = dir / (property + "." + b.name + ".json");
+  std::ofstream out(file);
+  out << text;
+  if (out.good()) path = file.string();
+  RC_LOG() << "case file: " << (path.empty() ? "(not written: " + file.string() + ")" : path)
+           << "\nreplay: shardcheck-replay " << (path.empty() ? "CASE.json" : path) << "\n"
+           << text;
+}
+
+// A property of the variant under test that draws a CaseInputs with `draw` and runs `check` on
+// it, recording the case when the check fails (a discarded case is not a failure).
+Property replayable(std::string name, std::string claim, std::vector<std::string> killers,
+                    Draw draw, Check check) {
+  auto body = [name, draw, check](const sut::Behaviour& b) {
+    const CaseInputs in = draw();
+    try {
+      check(in, b);
+    } catch (const rc::detail::CaseResult& r) {
+      if (r.type == rc::detail::CaseResult::Type::Failure) record_failure(name, b, in);
+      throw;
+    } catch (...) {
+      record_failure(name, b, in);
+      throw;
+    }
+  };
+  Property p;
+  p.name = std::move(name);
+  p.claim = std::move(claim);
+  p.killers = std::move(killers);
+  p.body = body;
+  p.check = std::move(check);
+  return p;
+}
+
+// A law of the model alone, shown to fail on bad input by `strength_tests`.
+Property model_law(std::string name, std::string claim, std::vector<std::string> strength_tests,
+                   void (*law)()) {
+  Property p;
+  p.name = std::move(name);
+  p.claim = std::move(claim);
+  p.target = Target::kModel;
+  p.strength_tests = std::move(strength_tests);
+  p.body = [law](const sut::Behaviour&) { law(); };
+  return p;
+}
+
+CaseInputs case_only() {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  return in;
+}
+
+CaseInputs case_and_schedule() {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  in.schedule = *gen::schedule(in.c, kMaxSteps);
+  return in;
+}
+
+// A case with a schedule of at least two steps and a split point inside it.
+CaseInputs split_schedule(bool force_offload) {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  if (force_offload) in.c.cpu_offload = true;
+  in.schedule = *gen::schedule(in.c, kMaxSteps);
+  RC_PRE(in.schedule.steps.size() >= 2);
+  in.split = *rc::gen::inRange<size_t>(1, in.schedule.steps.size());
+  return in;
+}
+
+// The largest DP size the gathered-checkpoint property builds.
+constexpr int kMaxGatheredDp = 6;
+
+sim::GatheredFormat gathered_format(const CaseInputs& in) {
+  if (in.checkpoint_format == "dp_zero_gather_scatter") return sim::GatheredFormat::kDpZero;
+  RC_ASSERT(in.checkpoint_format == "fully_reshardable");
+  return sim::GatheredFormat::kFullyReshardable;
+}
+
+Check diff(DiffClaim claim) {
+  return [claim](const CaseInputs& in, const sut::Behaviour& b) {
+    run_diff_property(in.c, b, claim);
+  };
+}
+
+Check numeric(NumericClaim claim) {
+  return [claim](const CaseInputs& in, const sut::Behaviour& b) {
+    run_numeric_property(in.c, in.schedule, b, claim);
+  };
+}
+
+// The draws of the properties that need more than a case.
+CaseInputs offloaded_case() {
+  CaseInputs in = case_only();
+  in.c.cpu_offload = true;
+  return in;
+}
+
+CaseInputs zero_lr_case() {
+  CaseInputs in = case_only();
+  in.schedule = *gen::zero_lr_schedule(in.c, kMaxSteps);
+  return in;
+}
+
+CaseInputs two_fractions_case() {
+  CaseInputs in = offloaded_case();
+  in.other_fraction = *gen::weighted_choice<double>({{1, 0.0}, {1, 1.0}, {1, 0.5}, {1, 0.1}});
+  in.schedule = *gen::schedule(in.c, kMaxSteps);
+  return in;
+}
+
+CaseInputs mapped_load_case() {
+  CaseInputs in = split_schedule(/*force_offload=*/true);
+  if (*rc::gen::arbitrary<bool>()) in.map_location = "cpu";
+  return in;
+}
+
+CaseInputs gathered_case() {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  // Every DP rank is built twice: keep the groups small.
+  in.c.dp = std::min(in.c.dp, kMaxGatheredDp);
+  in.c.expert_dp = std::min(in.c.expert_dp, kMaxGatheredDp);
+  // Megatron's arguments allow the hybrid optimizer only precision-aware; the other one cannot
+  // load these formats at all (finding F8).
+  if (in.c.cpu_offload) in.c.precision_aware = true;
+  in.schedule = *gen::schedule(in.c, 2);
+  in.checkpoint_format = *gen::weighted_choice<std::string>(
+      {{1, "dp_zero_gather_scatter"}, {2, "fully_reshardable"}});
+  if (in.checkpoint_format == "fully_reshardable") {
+    in.other_dp =
+        *gen::weighted_choice<int>({{2, 0}, {1, *rc::gen::inRange(1, kMaxGatheredDp + 1)}});
+  }
+  return in;
+}
+
+// An offloaded case stepped `steps` times at most.
+Draw offloaded_steps(int steps) {
+  return [steps] {
+    CaseInputs in = offloaded_case();
+    in.schedule = *gen::schedule(in.c, steps);
+    return in;
+  };
+}
+
+void every_schedule(const CaseInputs& in, const sut::Behaviour& b) {
+  // The adversarial order, then a random one seeded by the case itself (so a case file
+  // replays it).
+  run_numeric_property(in.c, in.schedule, b, NumericClaim::kModelParams,
+                       sim::StreamSchedule{model::streams::Policy::kAdversarial, 0, true});
+  run_numeric_property(in.c, in.schedule, b, NumericClaim::kModelParams,
+                       sim::StreamSchedule{model::streams::Policy::kRandom,
+                                           in.schedule.steps.front().grad_seed, true});
+}
+
+std::vector<Property> model_laws() {
+  return {
+      model_law("ShardBuilderModel.RankShardsTileThePaddedBucketAndOwnEachElementOnce",
+                "rank ranges tile each padded bucket; each parameter element is owned by "
+                "exactly one rank",
+                {"CheckStrength.OwnershipCheckCatchesAShrunkenParameter",
+                 "CheckStrength.OwnershipCheckCatchesARaggedBucket"},
+                shard_ownership_law),
+      model_law("ShardBuilderModel.LayoutFollowsAlignmentOrderAndBucketRules",
+                "64-element starts, reverse order, least padding to lcm(dp,128), contiguous "
+                "buckets, shared embedding alone, bucket-size rule",
+                {"CheckStrength.LayoutRuleCheckCatchesMisalignmentOrderAndDivisor"},
+                layout_rules_law),
+      model_law("OffloadPlanModel.GreedyPrefixMonotoneInTheFraction",
+                "the offload plan is the shortest prefix reaching the target, monotone, 0 "
+                "nothing, 1 everything",
+                {"CheckStrength.OffloadLawsRejectAThresholdTestedAfterAdding"},
+                offload_prefix_law),
+  };
+}
+
+std::vector<Property> shard_builder_properties() {
+  Property upstream_ranks = replayable(
+      "ShardBuilderDiff.UpstreamFailsExactlyOnRanksOwningAnFp32Piece",
+      "under upstream, the failing ranks are the model's prediction", {"pr6982"}, case_only,
+      diff(DiffClaim::kUpstreamFailingRanks));
+  upstream_ranks.target = Target::kOwnVariant;
+  upstream_ranks.own_variant = "upstream";
+  return {
+      replayable("ShardBuilderDiff.PortRangesEqualModelOnEveryRank",
+                 "the port's four ranges equal the model's",
+                 {"MEG-03", "RULE-align-32", "RULE-align-off-by-one", "RULE-lcm-product",
+                  "RULE-forward-order"},
+                 case_only, diff(DiffClaim::kRanges)),
+      replayable("ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing",
+                 "leaf, dtype, size, aliasing and offset, main param, index map, as planned",
+                 {"upstream", "MEG-01", "MEG-02"}, case_only, diff(DiffClaim::kInstalled)),
+      replayable("ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank",
+                 "construction succeeds", {"upstream", "MEG-01"}, case_only,
+                 diff(DiffClaim::kConstructs)),
+      upstream_ranks,
+  };
+}
+
+std::vector<Property> hybrid_optimizer_properties() {
+  return {
+      replayable("HybridOptimizerDiff.ModelParamsEqualTheReferenceAfterEveryStep",
+                 "after each of 1 to 8 steps (zero, tiny, large grads; lr and wd changing) "
+                 "every owned piece equals the reference, bit for bit",
+                 {"patched-F1", "DS-01", "DS-03", "DS-05", "HDO-08", "RULE-pa-no-master-weights",
+                  "RULE-threshold-after-adding"},
+                 case_and_schedule, numeric(NumericClaim::kModelParams)),
+      replayable("HybridOptimizerDiff.OptimizerStateEqualsTheReference",
+                 "`exp_avg`, `exp_avg_sq`, `step` and the fp32 master equal the reference, bit "
+                 "for bit",
+                 {"DS-04", "HDO-07"}, case_and_schedule, numeric(NumericClaim::kState)),
+      replayable("HybridOptimizerDiff.PlacementEqualsTheOffloadPlan",
+                 "offloaded, fp32 copy, pinned, host sub-optimizer index as planned", {"HDO-07"},
+                 offloaded_case, numeric(NumericClaim::kPlacement)),
+      replayable("HybridOptimizerDiff.ZeroLrAndWeightDecayLeaveParamsUnchanged",
+                 "lr 0 and wd 0 leave every parameter bit-identical", {"DS-01"}, zero_lr_case,
+                 numeric(NumericClaim::kUnchanged)),
+      replayable("HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult",
+                 "two fractions agree within the operation-order tolerance",
+                 {"patched-F1", "DS-01"}, two_fractions_case,
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_offload_invariance(in.c, in.schedule, b, in.other_fraction);
+                 }),
+      replayable("HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer",
+                 "the hybrid optimizer with everything on the host equals the plain AdamW path, "
+                 "bit for bit",
+                 {"DS-06", "HDO-07"}, case_and_schedule,
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_hdo_against_plain(in.c, in.schedule, b);
+                 }),
+      replayable("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
+                 "save, load into a fresh optimizer, continue: bit-identical to no interruption",
+                 {"patched-F2", "HDO-05"}, [] { return split_schedule(/*force_offload=*/true); },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_save_load_continue(in.c, in.schedule, in.split, b);
+                 }),
+      replayable("HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice",
+                 "save, then load into a fresh optimizer a state dict read with "
+                 "`map_location=\"cpu\"` or where it was saved: every tensor of `hdo.state` and "
+                 "every stepped tensor lives on its sub-optimizer's device (the host for a piece "
+                 "the model's offload plan offloads, the accelerator otherwise); then continue: "
+                 "bit-identical to no interruption",
+                 {"PT-03", "patched-F2"}, mapped_load_case,
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_load_placement(in.c, in.schedule, in.split, in.map_location == "cpu", b);
+                 }),
+  };
+}
+
+std::vector<Property> checkpoint_properties() {
+  return {
+      replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
+                 "Megatron's distributed-checkpoint load (`sharded_state_dict(is_loading=True)`, "
+                 "in-place fill, `load_state_dict` with a `fully_sharded_model_space` param "
+                 "state) into a fresh rank: each group's hyper-parameters equal the saved ones "
+                 "right after the load; then continue: model pieces, masters, moments and step "
+                 "bit-identical to no interruption, for torch AdamW, precision-aware FusedAdam "
+                 "and the hybrid optimizer",
+                 {"patched-F5", "PT-04", "MEG-06", "MEG-07"},
+                 [] { return split_schedule(/*force_offload=*/false); },
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
+                 }),
+      replayable("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
+                 "every DP rank of each instance steps, the group is saved in "
+                 "`dp_zero_gather_scatter` or `fully_reshardable` (world tensors gathered on DP "
+                 "rank 0, bucket-end padding stripped; the latter cut into model-space tensors), "
+                 "and a fresh group (other initial values; for `fully_reshardable` often another "
+                 "DP size) loads it: every element of every parameter's `exp_avg`, `exp_avg_sq` "
+                 "and fp32 master comes back bit for bit",
+                 {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"}, gathered_case,
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
+                                                in.other_dp, b);
+                 }),
+      replayable("HybridOptimizerState.CommandSequencesMatchTheReference",
+                 "`rc::state` sequences of Step, SetLr/SetWd, ZeroGrad, SaveState, "
+                 "Rebuild+LoadState, ReloadModelParams agree with the reference after every "
+                 "command, bit for bit",
+                 {"patched-F2", "patched-F3"}, draw_hybrid_state_case,
+                 check_hybrid_state_case),
+  };
+}
+
+std::vector<Property> kernel_and_stream_properties() {
+  Property fused;
+  fused.name = "FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded";
+  fused.claim =
+      "FusedAdam over lists with empty tensors (last too) and more than one launch equals the "
+      "reference";
+  fused.killers = {"PT-01"};
+  fused.body = [](const sut::Behaviour& b) { run_fused_adam_property(b); };
+  return {
+      fused,
+      // The stream properties last: they cost the most per case.
+      replayable("StreamSimulation.NoRaceBetweenStreams",
+                 "in the stream simulation, no two operations of the step flow touch one region "
+                 "(one writing) without streams or events ordering them",
+                 {"patched-F6", "HDO-01", "STREAM-no-d2h-wait", "PIPE-no-staging-wait",
+                  "PIPE-no-chunk-wait"},
+                 offloaded_steps(3),
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_stream_race_property(in.c, in.schedule, b);
+                 }),
+      replayable("StreamSimulation.NonBlockingCopiesUsePinnedMemory",
+                 "with the pin flags on, every non-blocking copy of the step flow has pinned host "
+                 "memory on its host side (on CUDA `is_pinned()`; on the CPU, where nothing can "
+                 "be pinned, what the port would pin)",
+                 {"patched-pr4547", "HDO-02"}, offloaded_steps(1),
+                 [](const CaseInputs& in, const sut::Behaviour& b) {
+                   run_pinned_copies_property(in.c, in.schedule, b);
+                 }),
+      replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
+                 "run in the latest order the streams allow and in a random legal order, every "
+                 "owned piece equals the reference bit for bit",
+                 {"patched-F6", "HDO-01", "PIPE-no-chunk-wait"}, offloaded_steps(kMaxSteps),
+                 every_schedule),
+  };
+}
+
+std::string killed_by(const Property& p) {
+  std::string out;
+  for (const std::string& k : p.killers) out += (out.empty() ? "`" : ", `") + k + "`";
+  for (const std::string& t : p.strength_tests) out += (out.empty() ? "`" : ", `") + t + "`";
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Property>& all_properties() {
+  static const std::vector<Property> kAll = [] {
+    std::vector<Property> out;
+    for (auto part : {model_laws, shard_builder_properties, hybrid_optimizer_properties,
+                      checkpoint_properties, kernel_and_stream_properties}) {
+      for (Property& p : part()) out.push_back(std::move(p));
+    }
+    return out;
+  }();
+  return kAll;
+}
+
+const Property* find_property(std::string_view name) {
+  for (const Property& p : all_properties()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<const Property*> variant_properties() {
+  std::vector<const Property*> out;
+  for (const Property& p : all_properties()) {
+    if (p.target == Target::kVariant) out.push_back(&p);
+  }
+  return out;
+}
+
+std::string property_table_markdown() {
+  std::ostringstream out;
+  out << "| property | claim | killed by |\n| --- | --- | --- |\n";
+  for (const Property& p : all_properties()) {
+    out << "| `" << p.name << "` | " << p.claim << " | " << killed_by(p) << " |\n";
+  }
+  return out.str();
+}
+
+std::string case_file_dir() {
+  const char* dir = std::getenv("SC_CASE_DIR");
+  if (dir != nullptr && *dir != '\0') return dir;
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  return ((ec ? std::filesystem::path(".") : tmp) / "shardcheck-cases").string();
+}
+
+}  // namespace sc::props

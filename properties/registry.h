@@ -1,0 +1,66 @@
+// Every property of the suite, registered once: its name, its claim, how it draws its inputs and
+// checks them, what it runs against, and the variants and mutants known to break it. The gtest
+// cases (properties/properties_test.cc), the mutation score, the replay tool, the kill tests and
+// the table of docs/properties.md (checked by tests/registry_test.cc) all come from this list.
+//
+// A replayable property draws its inputs into a CaseInputs and runs its `check` on them; when
+// the check fails it writes the case file (properties/case_file.h) and RC_LOGs its path, the
+// JSON and the replay command, which RapidCheck prints with the shrunk case.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "properties/case_file.h"
+#include "sim/port/behaviour.h"
+
+namespace sc::props {
+
+// What a property checks.
+enum class Target {
+  kVariant,     // the port under the variant under test (SC_VARIANT; the mutation score's mutant)
+  kOwnVariant,  // the port under one fixed variant, `own_variant` (a claim about upstream)
+  kModel,       // the reference model alone: laws of the intended behaviour
+};
+
+// One property.
+struct Property {
+  std::string name;   // "Suite.Name"
+  std::string claim;  // what it asserts, in one line
+  Target target = Target::kVariant;
+  std::string own_variant;  // Target::kOwnVariant: the variant it always checks
+  // Variants and mutants it fails on (tests/mutant_kill_test.cc shows each at a fixed seed).
+  std::vector<std::string> killers;
+  // Model laws: the tests that show its check failing on bad input (tests/check_strength_test.cc).
+  std::vector<std::string> strength_tests;
+  // Draws its inputs and RC_ASSERTs its claim against `behaviour` (ignored by model laws).
+  std::function<void(const sut::Behaviour&)> body;
+  // The claim on given inputs, for properties whose inputs fit a CaseInputs (empty otherwise).
+  std::function<void(const CaseInputs&, const sut::Behaviour&)> check;
+};
+
+// The stateful property (properties/hybrid_state.cc): a case with the hybrid optimizer, a dense
+// DP rank and a sequence of commands (Step, SetLr, SetWd, ZeroGrad, SaveState,
+// Rebuild+LoadState, ReloadModelParams), drawn; and the sequence run against the reference,
+// compared bit for bit after every command.
+CaseInputs draw_hybrid_state_case();
+void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& b);
+
+// Every property, in a fixed order: model laws, shard builder, hybrid optimizer, checkpoints,
+// then the stream properties (the dearest per case).
+const std::vector<Property>& all_properties();
+// The property called `name`, or nullptr.
+const Property* find_property(std::string_view name);
+// The properties that run against the variant under test, in order: what the mutation score
+// runs against each mutant.
+std::vector<const Property*> variant_properties();
+// The table of docs/properties.md (property, claim, killed by), in markdown.
+std::string property_table_markdown();
+
+// Where failing properties write case files: $SC_CASE_DIR, else "shardcheck-cases" under the
+// system's temporary directory.
+std::string case_file_dir();
+
+}  // namespace sc::props

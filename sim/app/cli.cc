@@ -1,0 +1,462 @@
+#include "sim/app/cli.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <sstream>
+
+#include "model/memory.h"
+#include "model/reference.h"
+#include "model/shard.h"
+#include "sim/rig/fma_probe.h"
+#include "sim/input/inventory_file.h"
+#include "sim/app/jobs.h"
+#include "sim/app/multiprocess.h"
+#include "sim/picture/picture.h"
+#include "sim/rig/rng.h"
+#include "sim/port/behaviour.h"
+#include "sim/port/device.h"
+#include "sim/rig/rank_rig.h"
+
+namespace sc::sim {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// One row of the main job's table.
+struct Row {
+  std::string variant;
+  int rank, stage, dp_rank, ep_rank;
+  int64_t params = 0, params_fp32_kept = 0, pieces = 0, pieces_fp32 = 0;
+  int64_t accel_bytes = 0, host_bytes = 0;  // after construction: the port's, or the model's
+  model::RankBytes bytes;                    // the model's split, through the first step
+  bool ok = true;
+  std::string outcome;
+  std::string failing_param;  // the parameter construction fails on (for the pictures)
+  double max_diff = 0;  // largest |port - reference| over owned pieces after the steps
+  std::vector<std::pair<std::string, double>> param_diff;  // the same, per parameter
+  bool compared = false;
+  uint64_t digest = 0;  // of the final states of the rank's instances (tensor mode)
+};
+
+// Adds one instance of one rank to `row`: counts, bytes, outcome and, with steps, the largest
+// difference from the reference.
+void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device,
+              const model::CaseSpec& c, model::Instance inst, int64_t rank, Row& row) {
+  const auto layouts = model::full_param_layout(c);
+  const model::RankPlan plan = model::plan_rank(c, layouts, inst, rank);
+  for (const auto& g : plan.groups) {
+    for (const auto& e : g.installed) {
+      ++row.pieces;
+      row.pieces_fp32 += c.params[e.param].dtype == model::DType::kFloat32 ? 1 : 0;
+    }
+  }
+  auto fail = [&](const std::string& outcome, int param) {
+    if (!row.ok) return;
+    row.ok = false;
+    row.outcome = outcome;
+    if (param >= 0) row.failing_param = c.params[param].name;
+  };
+  const model::RankBytes bytes = model::rank_bytes(c, layouts, plan, device.is_cuda());
+  row.bytes += bytes;
+  if (o.layout_only) {
+    row.accel_bytes += bytes.accelerator.at_construction();
+    row.host_bytes += bytes.host.at_construction();
+    // The model predicts the leaf check: the first fp32 view installed is a non-leaf.
+    if (!b.detach_fp32_shard && c.cpu_offload && model::owns_fp32_piece(c, plan)) {
+      for (const auto& g : plan.groups) {
+        for (const auto& e : g.installed) {
+          if (e.kind == model::ShardKind::kFp32View) {
+            fail("ValueError: can't optimize a non-leaf Tensor (first: " +
+                 c.params[e.param].name + ") [predicted]",
+                 e.param);
+          }
+        }
+      }
+    }
+    return;
+  }
+  RankRig rig(c, inst, rank, b, device, o.seed);
+  const RankObservation& obs = rig.construction();
+  row.accel_bytes += obs.accel_bytes;
+  row.host_bytes += obs.host_bytes;
+  if (obs.error) {
+    std::string outcome = obs.error_type + ": " + *obs.error;
+    if (obs.failing_param >= 0) outcome += " (first: " + c.params[obs.failing_param].name + ")";
+    fail(outcome, obs.failing_param);
+    return;
+  }
+  const auto fma = torch_cpu_fma_mode();
+  if (o.steps == 0 || !fma) return;
+  model::RankReference ref(c, plan, rig.initial_values(), *fma, device.is_cuda());
+  for (int k = 0; k < o.steps; ++k) {
+    const model::StepInputs in = main_job_step(c, o.seed, k);
+    rig.step(in);
+    ref.step(in);
+  }
+  row.compared = true;
+  row.digest = row.digest * 0x9E3779B97F4A7C15ull ^ rig.digest();
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+      const std::vector<float> got = rig.model_piece(g, i);
+      const std::vector<float>& want = ref.model_piece(g, i);
+      double piece_diff = 0;
+      for (size_t e = 0; e < got.size(); ++e) {
+        const double d = std::fabs(static_cast<double>(got[e]) - want[e]);
+        if (!(d <= row.max_diff)) row.max_diff = std::isnan(d) ? INFINITY : d;
+        if (!(d <= piece_diff)) piece_diff = std::isnan(d) ? INFINITY : d;
+      }
+      if (o.heat) {
+        row.param_diff.emplace_back(c.params[plan.groups[g].installed[i].param].name, piece_diff);
+      }
+    }
+  }
+}
+
+
+std::string fmt_diff(double d) {
+  std::ostringstream os;
+  os << std::setprecision(3) << d;
+  return os.str();
+}
+
+}  // namespace
+
+namespace {
+
+// Wall time of the run, CPU time and peak resident memory of the process.
+struct RunStats {
+  double wall_s = 0, cpu_s = 0;
+  int64_t peak_rss_bytes = 0;
+};
+
+RunStats measure(std::chrono::steady_clock::time_point start) {
+  RunStats s;
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) == 0) {
+    s.cpu_s = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+              static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+    s.peak_rss_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+  }
+  return s;
+}
+
+std::string side_json(const model::SideBytes& b) {
+  return "{\"param_buffer\": " + std::to_string(b.param_buffer) +
+         ", \"grad_buffer\": " + std::to_string(b.grad_buffer) +
+         ", \"main_params\": " + std::to_string(b.main_params) +
+         ", \"grad_copies\": " + std::to_string(b.grad_copies) +
+         ", \"optimizer_state\": " + std::to_string(b.optimizer_state) + "}";
+}
+
+std::string bytes_json(const model::RankBytes& b) {
+  return "{\"accelerator\": " + side_json(b.accelerator) + ", \"host\": " + side_json(b.host) +
+         ", \"host_pinned\": " + std::to_string(b.host_pinned) + "}";
+}
+
+void print_json(std::ostream& out, const std::string& header, const std::vector<Row>& rows,
+                const std::optional<RunStats>& stats) {
+  out << "{\"config\": \"" << json_escape(header) << "\", \"ranks\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    out << (i ? ",\n  " : "\n  ") << "{\"variant\": \"" << r.variant << "\", \"rank\": " << r.rank
+        << ", \"stage\": " << r.stage << ", \"dp_rank\": " << r.dp_rank
+        << ", \"ep_rank\": " << r.ep_rank << ", \"params\": " << r.params
+        << ", \"params_fp32_kept\": " << r.params_fp32_kept << ", \"pieces\": " << r.pieces
+        << ", \"pieces_fp32\": " << r.pieces_fp32 << ", \"ok\": " << (r.ok ? "true" : "false")
+        << ", \"accel_bytes\": " << (r.ok ? std::to_string(r.accel_bytes) : "null")
+        << ", \"host_bytes\": " << (r.ok ? std::to_string(r.host_bytes) : "null")
+        << ", \"bytes\": " << (r.ok ? bytes_json(r.bytes) : "null")
+        << ", \"max_diff\": " << (r.compared ? fmt_diff(r.max_diff) : "null")
+        << ", \"outcome\": \"" << json_escape(r.outcome) << "\"}";
+  }
+  out << "\n]";
+  if (stats) {
+    out << ", \"stats\": {\"wall_s\": " << stats->wall_s << ", \"cpu_s\": " << stats->cpu_s
+        << ", \"peak_rss_bytes\": " << stats->peak_rss_bytes << "}";
+  }
+  out << "}\n";
+}
+
+void print_table(std::ostream& out, const CliOptions& o, int64_t scale, const std::string& header,
+                 const std::vector<Row>& rows) {
+  out << header << "\n";
+  out << "stage: pipeline stage; params/fp32: parameters held (fp32-kept); pieces/fp32: shard\n"
+         "pieces this rank owns and hands to the optimizer (of fp32 parameters); bytes at scale "
+      << scale << ":\n"
+      << "accel_bytes/host_bytes after construction, accel_step/host_step once the optimizer has\n"
+      << "stepped (optimizer state and grad copies added; the model's accounting, split by kind\n"
+      << "in --json); max_diff: largest |port - reference| over owned elements after "
+      << (o.layout_only ? 0 : o.steps) << " steps,\n0 = bit-identical"
+      << (o.layout_only ? "; outcomes predicted by the model" : "") << "\n";
+  if (o.world.tp > 1) {
+    out << "tp=" << o.world.tp << ": the rows are TP rank 0 of each stage and DP rank; every TP "
+        << "rank of a stage holds the same structure\n";
+  }
+  out << std::left << std::setw(9) << "variant" << std::right << std::setw(5) << "rank"
+      << std::setw(6) << "stage" << std::setw(4) << "dp" << std::setw(4) << "ep" << std::setw(8)
+      << "params" << std::setw(6) << "fp32" << std::setw(8) << "pieces" << std::setw(6) << "fp32"
+      << std::setw(13) << "accel_bytes" << std::setw(13) << "host_bytes" << std::setw(14)
+      << "accel_step" << std::setw(14) << "host_step" << std::setw(10) << "max_diff"
+      << "  outcome\n";
+  auto bytes = [](const Row& r, int64_t n) { return r.ok ? std::to_string(n) : "-"; };
+  for (const Row& r : rows) {
+    out << std::left << std::setw(9) << r.variant << std::right << std::setw(5) << r.rank
+        << std::setw(6) << r.stage << std::setw(4) << r.dp_rank << std::setw(4) << r.ep_rank
+        << std::setw(8) << r.params << std::setw(6) << r.params_fp32_kept << std::setw(8)
+        << r.pieces << std::setw(6) << r.pieces_fp32 << std::setw(13) << bytes(r, r.accel_bytes)
+        << std::setw(13) << bytes(r, r.host_bytes) << std::setw(14)
+        << bytes(r, r.bytes.accelerator.after_step()) << std::setw(14)
+        << bytes(r, r.bytes.host.after_step()) << std::setw(10)
+        << (r.compared ? fmt_diff(r.max_diff) : "-") << "  " << r.outcome << "\n";
+  }
+  for (const std::string& vname : o.variants) {
+    int total = 0, failed = 0;
+    for (const Row& r : rows) {
+      if (r.variant != vname) continue;
+      ++total;
+      failed += r.ok ? 0 : 1;
+    }
+    out << vname << ": " << failed << " of " << total << " ranks fail construction\n";
+  }
+}
+
+// The pipeline split in the header: " layout=L", " first_stage_layers=N ...", or nothing (even).
+std::string pipeline_split(const WorldSizes& w) {
+  std::string s;
+  if (!w.pipeline_layout.empty()) s += " pipeline_layout=" + w.pipeline_layout;
+  if (w.first_stage_layers > 0) s += " first_stage_layers=" + std::to_string(w.first_stage_layers);
+  if (w.last_stage_layers > 0) s += " last_stage_layers=" + std::to_string(w.last_stage_layers);
+  return s;
+}
+
+std::string stats_line(const RunStats& s) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << "stats: wall " << s.wall_s << " s, cpu " << s.cpu_s
+     << " s, peak resident memory " << static_cast<double>(s.peak_rss_bytes) / (1 << 20)
+     << " MiB";
+  return os.str();
+}
+
+}  // namespace
+
+int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.help) {
+    out << cli_usage();
+    return 0;
+  }
+  if (o.processes > 0 || o.multi_process) {
+    if (auto why = check_multi_process_options(o)) {
+      err << "shardcheck-sim: " << *why << "\n";
+      return 2;
+    }
+    return o.processes > 0 ? run_local_launcher(o, out, err) : run_worker(o, out, err);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t scale = o.scale > 0 ? o.scale : (o.layout_only ? 1 : 64);
+  auto loaded = load_model(o, scale);
+  if (auto* message = std::get_if<std::string>(&loaded)) {
+    err << "shardcheck-sim: " << *message << "\n";
+    return 2;
+  }
+  const ModelInventory& model = std::get<ModelInventory>(loaded);
+  const std::vector<InventoryParam>& params = model.params;
+  const int num_layers = model.num_layers, num_experts = model.num_experts;
+  auto world = checked_world(o, model);
+  if (auto* why = std::get_if<std::string>(&world)) {
+    err << "shardcheck-sim: impossible world for " << model.name << ": " << *why << "\n";
+    return 2;
+  }
+  torch::Device device = sut::pick_device();
+  if (o.device == "cpu") device = torch::Device(torch::kCPU);
+  if (o.device == "cuda" && !device.is_cuda()) {
+    err << "shardcheck-sim: --device=cuda but " << sut::cpu_fallback_reason() << "\n";
+    return 2;
+  }
+  const WorldSizes& w = std::get<WorldSizes>(world);
+  if (!o.layout_only) {  // refuse before any tensor is built
+    const int64_t budget = o.memory_budget > 0 ? o.memory_budget : default_memory_budget();
+    if (auto why = memory_budget_refusal(o, model, w, scale, budget)) {
+      err << "shardcheck-sim: " << *why << "\n";
+      return 2;
+    }
+  }
+  const std::string header =
+      "SEED=" + std::to_string(o.seed) + " model=" + model.name +
+      (o.model_file.empty() ? "" : " model_file=" + o.model_file) + " scale=" +
+      std::to_string(scale) + " mode=" + (o.layout_only ? "layout-only" : "tensors") +
+      " steps=" + std::to_string(o.layout_only ? 0 : o.steps) + " tp=" + std::to_string(w.tp) +
+      (w.tp > 1 ? " tp_rank=0" : "") + " pp=" + std::to_string(w.pp) +
+      " vpp=" + std::to_string(w.vpp) + pipeline_split(w) + " ep=" + std::to_string(w.ep) +
+      " dp=" + std::to_string(w.dp) + " expert_dp=" + std::to_string(w.dp / w.ep) +
+      " offload=" + (o.offload ? "on" : "off") + " offload_fraction=" + [&] {
+        std::ostringstream f;
+        f << o.offload_fraction;
+        return f.str();
+      }() + " precision_aware=" + (o.precision_aware ? "on" : "off") +
+      " device=" + (device.is_cuda() ? "cuda" : "cpu") + " torch=" + sut::torch_version() +
+      " variants=" + join(o.variants, ",");
+
+  // The pictures' files are checked before the run, which may take a while.
+  for (const std::string* path : {&o.svg, &o.html}) {
+    if (path->empty()) continue;
+    std::ofstream probe(*path, std::ios::app);
+    if (!probe) {
+      err << "shardcheck-sim: cannot write " << *path << ": " << std::strerror(errno) << "\n";
+      return 2;
+    }
+  }
+
+  auto compute_rows = [&] {
+  std::vector<Row> rows;
+  for (const std::string& vname : o.variants) {
+    const sut::Behaviour behaviour = *sut::behaviour_by_name(vname);
+    for (int stage = 0; stage < w.pp; ++stage) {
+      for (int d = 0; d < w.dp; ++d) {
+        const int ep_rank = d % w.ep;
+        const model::CaseSpec c =
+            stage_case(o, w, params, num_layers, num_experts, stage, ep_rank);
+        Row row;
+        row.variant = vname;
+        row.rank = stage * w.dp + d;
+        row.stage = stage;
+        row.dp_rank = d;
+        row.ep_rank = ep_rank;
+        for (const auto& p : c.params) {
+          ++row.params;
+          row.params_fp32_kept += p.keep_in_fp32 ? 1 : 0;
+        }
+        for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+          if (!model::instance_present(c, inst)) continue;
+          const int64_t rank = inst == model::Instance::kExpert ? d / w.ep : d;
+          evaluate(o, behaviour, device, c, inst, rank, row);
+        }
+        if (row.ok) row.outcome = "OK";
+        rows.push_back(row);
+      }
+    }
+  }
+  return rows;
+  };
+  std::vector<Row> rows = compute_rows();
+  std::string determinism;
+  if (o.check_determinism) {
+    if (o.layout_only || o.steps == 0) {
+      err << "shardcheck-sim: --check-determinism needs tensor mode with --steps above 0\n";
+      return 2;
+    }
+    const std::vector<Row> again = compute_rows();
+    uint64_t all = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].digest != again[i].digest) {
+        err << "shardcheck-sim: determinism check failed: " << rows[i].variant << " rank "
+            << rows[i].rank << " digests " << std::hex << rows[i].digest << " and "
+            << again[i].digest << std::dec << "\n"
+            << "reproduce: shardcheck-sim --seed=" << o.seed << " --check-determinism\n";
+        return 1;
+      }
+      all = all * 0x100000001b3ull ^ rows[i].digest;
+    }
+    std::ostringstream os;
+    os << "determinism: two runs, identical digests of all final states (" << std::hex << all
+       << ")";
+    determinism = os.str();
+  }
+  if (!o.svg.empty() || !o.html.empty()) {
+    PictureInput pic;
+    pic.title = "shardcheck-sim: " + model.name + ", TP " + std::to_string(w.tp) + " PP " +
+                std::to_string(w.pp) + " VPP " + std::to_string(w.vpp) + " EP " +
+                std::to_string(w.ep) + " DP " + std::to_string(w.dp) +
+                (o.offload ? ", offload on" : ", offload off") +
+                (o.layout_only ? ", layout only (outcomes predicted)" : "");
+    pic.header = header;
+    pic.pp = w.pp;
+    pic.dp = w.dp;
+    pic.ep = w.ep;
+    pic.steps = o.heat ? o.steps : 0;
+    pic.variants = o.variants;
+    for (int stage = 0; stage < w.pp; ++stage) {
+      PictureStage st;
+      st.stage = stage;
+      st.c = stage_case(o, w, params, num_layers, num_experts, stage, 0);
+      pic.stages.push_back(std::move(st));
+    }
+    for (const Row& r : rows) {
+      PictureRank p;
+      p.variant = r.variant;
+      p.rank = r.rank;
+      p.stage = r.stage;
+      p.dp_rank = r.dp_rank;
+      p.ep_rank = r.ep_rank;
+      p.params = r.params;
+      p.params_fp32_kept = r.params_fp32_kept;
+      p.pieces = r.pieces;
+      p.pieces_fp32 = r.pieces_fp32;
+      p.accel_bytes = r.accel_bytes;
+      p.host_bytes = r.host_bytes;
+      p.ok = r.ok;
+      p.outcome = r.outcome;
+      p.failing_param = r.failing_param;
+      if (r.compared) p.max_diff = r.max_diff;
+      p.param_diff = r.param_diff;
+      pic.ranks.push_back(std::move(p));
+    }
+    const std::string svg = draw_svg(pic);
+    std::optional<std::string> why;
+    if (!o.svg.empty()) why = write_text_file(o.svg, svg);
+    if (!why && !o.html.empty()) why = write_text_file(o.html, draw_html(pic, svg));
+    if (why) {
+      err << "shardcheck-sim: " << *why << "\n";
+      return 2;
+    }
+  }
+  const std::optional<RunStats> stats =
+      o.stats ? std::optional<RunStats>(measure(start)) : std::nullopt;
+  if (o.json) {
+    print_json(out, header, rows, stats);
+  } else {
+    print_table(out, o, scale, header, rows);
+    if (!determinism.empty()) out << determinism << "\n";
+    if (stats) out << stats_line(*stats) << "\n";
+  }
+  return 0;
+}
+
+int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto parsed = parse_cli(args);
+  if (auto* message = std::get_if<std::string>(&parsed)) {
+    err << "shardcheck-sim: " << *message << "\n";
+    return 2;
+  }
+  try {
+    return run_cli(std::get<CliOptions>(parsed), out, err);
+  } catch (const std::exception& e) {
+    err << "shardcheck-sim: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}
+
+}  // namespace sc::sim

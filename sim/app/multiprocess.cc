@@ -1,0 +1,766 @@
+#include "sim/app/multiprocess.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "shardcheck/config.h"
+#include "sim/app/jobs.h"
+#include "sim/app/options.h"
+#include "sim/app/launcher.h"
+#include "sim/port/behaviour.h"
+#include "sim/port/device.h"
+#include "sim/port/param_buffer.h"
+#include "sim/rig/rank_rig.h"
+#if SC_TORCH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace sc::sim {
+
+float grad_part(float g, int k, int n) {
+  uint32_t u;
+  std::memcpy(&u, &g, sizeof u);
+  const uint32_t exponent = (u >> 23) & 0xffu;
+  const float zero = std::copysign(0.0f, g);
+  if (exponent == 0 || exponent == 0xffu) return k == 0 ? g : zero;
+  // g = sign * m * 2^(exponent - 150) with a 24-bit significand m; field k of n is the bits
+  // [24 - 24(k+1)/n, 24 - 24k/n) of m (empty for every k >= 24 when n > 24).
+  const uint32_t m = (u & 0x7fffffu) | 0x800000u;
+  const int hi = 24 - 24 * k / n, lo = 24 - 24 * (k + 1) / n;
+  if (hi <= lo) return zero;
+  const uint32_t mask = ((hi == 32 ? 0u : (1u << hi)) - 1u) & ~((1u << lo) - 1u);
+  const uint32_t field = m & mask;
+  if (field == 0) return zero;
+  // field < 2^24 is exact in a float and the scaling by a power of two is exact too: the lowest
+  // bit of m weighs 2^(exponent - 150) >= 2^-149, the smallest subnormal.
+  return std::copysign(std::ldexp(static_cast<float>(field), static_cast<int>(exponent) - 150), g);
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// What the options make of the world, checked once.
+struct Setup {
+  CliOptions o;  // the options with the checked world (the model's layout applied)
+  std::string model_name;
+  std::vector<InventoryParam> inventory;
+  int num_layers = 0;
+  int num_experts = 0;
+  sut::Behaviour behaviour;
+  torch::Device device{torch::kCPU};
+};
+
+std::variant<Setup, std::string> prepare(const CliOptions& o) {
+  if (auto why = check_multi_process_options(o)) return *why;
+  const int64_t scale = o.scale > 0 ? o.scale : 64;
+  auto loaded = load_model(o, scale);  // the CLI's loader: --model or --model-file
+  if (auto* why = std::get_if<std::string>(&loaded)) return *why;
+  ModelInventory& model = std::get<ModelInventory>(loaded);
+  auto world = checked_world(o, model);
+  if (auto* why = std::get_if<std::string>(&world)) {
+    return "impossible world for " + model.name + ": " + *why;
+  }
+  Setup s;
+  s.o = o;
+  s.o.world = std::get<WorldSizes>(world);
+  s.model_name = model.name;
+  s.inventory = std::move(model.params);
+  s.num_layers = model.num_layers;
+  s.num_experts = model.num_experts;
+  s.behaviour = *sut::behaviour_by_name(o.variants.front());
+  s.device = sut::pick_device();
+  if (o.device == "cpu") s.device = torch::Device(torch::kCPU);
+  if (o.device == "cuda" && !s.device.is_cuda()) {
+    return "--device=cuda but " + sut::cpu_fallback_reason();
+  }
+  return s;
+}
+
+// The instances of `c` present on a rank (dense, then expert when the stage holds experts).
+std::vector<model::Instance> instances_of(const model::CaseSpec& c) {
+  std::vector<model::Instance> out;
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (model::instance_present(c, inst)) out.push_back(inst);
+  }
+  return out;
+}
+
+// The case parameters of `inst`, in case order (the rig's port parameters).
+std::vector<int> case_params_of(const model::CaseSpec& c, model::Instance inst) {
+  std::vector<int> out;
+  for (int p = 0; p < static_cast<int>(c.params.size()); ++p) {
+    if (c.params[p].is_expert == (inst == model::Instance::kExpert)) out.push_back(p);
+  }
+  return out;
+}
+
+// FNV-1a over the fp32 bits of every parameter, in case order.
+uint64_t digest_params(const std::vector<std::vector<float>>& full) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& v : full) {
+    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+    for (size_t k = 0; k < v.size() * sizeof(float); ++k) h = (h ^ p[k]) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string construction_outcome(const model::CaseSpec& c, const RankObservation& obs) {
+  if (!obs.error) return "OK";
+  std::string s = obs.error_type + ": " + *obs.error;
+  if (obs.failing_param >= 0) s += " (first: " + c.params[obs.failing_param].name + ")";
+  return s;
+}
+
+// The first line of an exception's message, without LibTorch's backtrace.
+std::string short_what(const std::exception& e) {
+  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+  std::string s = c10e ? c10e->what_without_backtrace() : e.what();
+  const size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+// Writes one line in a single call, so that lines of different ranks do not interleave.
+void emit(std::ostream& os, const std::string& line) {
+  os.write(line.data(), static_cast<std::streamsize>(line.size()));
+  os.put('\n');
+  os.flush();
+}
+
+}  // namespace
+
+std::optional<std::string> check_multi_process_options(const CliOptions& o) {
+  if (o.processes > 0 && o.multi_process) {
+    return "--processes and --multi-process exclude each other (--processes starts the ranks, "
+           "each with --multi-process)";
+  }
+  if (o.variants.size() != 1) {
+    return "the multi-process mode runs one variant; pass --variant=NAME";
+  }
+  if (o.layout_only) return "--layout-only has no tensors to communicate; drop it";
+  if (o.check_determinism) return "--check-determinism runs in-process only";
+  if (o.json) return "--json is not available in the multi-process mode";
+  const int64_t world = static_cast<int64_t>(o.world.pp) * o.world.dp;
+  if (o.processes > 0 && o.processes != world) {
+    return "--processes=" + std::to_string(o.processes) + " but --pp=" +
+           std::to_string(o.world.pp) + " --dp=" + std::to_string(o.world.dp) + " make " +
+           std::to_string(world) + " ranks";
+  }
+  if (o.fault_rank >= world) {
+    return "--fault names rank " + std::to_string(o.fault_rank) + " of a world of " +
+           std::to_string(world);
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// What the in-process mode holds after each step of one stage and EP rank.
+struct StageDigests {
+  std::vector<uint64_t> params;  // [step]: the assembled full parameters
+  // [step][member]: RankRig::digest of the dense instance at DP rank d (member d), then of the
+  // expert instance at expert-DP rank e (member dp + e)
+  std::vector<std::vector<uint64_t>> state;
+};
+
+// The in-process mode for one stage and EP rank: the dense instance at every DP rank and the
+// expert instance at every expert-DP rank (dp / ep of them), stepped together; the digest of
+// the assembled parameters and of every rig's owned pieces and optimizer state after each step.
+std::variant<StageDigests, std::string> stage_digests(const Setup& s, int stage, int ep_rank) {
+  const CliOptions& o = s.o;
+  const model::CaseSpec c =
+      main_job_case(o, s.inventory, s.num_layers, s.num_experts, stage, ep_rank);
+  struct Member {
+    model::Instance inst;
+    std::vector<int> case_params;
+    std::unique_ptr<RankRig> rig;
+  };
+  std::vector<Member> members;
+  for (model::Instance inst : instances_of(c)) {
+    const int size = static_cast<int>(model::instance_dp(c, inst));
+    for (int d = 0; d < size; ++d) {
+      auto rig = std::make_unique<RankRig>(c, inst, d, s.behaviour, s.device, o.seed);
+      if (rig->construction().error) {
+        return "in-process " + std::string(inst == model::Instance::kExpert ? "expert-DP" : "DP") +
+               " rank " + std::to_string(d) + " of stage " + std::to_string(stage) + ": " +
+               construction_outcome(c, rig->construction());
+      }
+      members.push_back(Member{inst, case_params_of(c, inst), std::move(rig)});
+    }
+  }
+  StageDigests out;
+  for (int k = 0; k < o.steps; ++k) {
+    const model::StepInputs in = main_job_step(c, o.seed, k);
+    out.state.emplace_back(static_cast<size_t>(o.world.dp + o.world.dp / o.world.ep), 0);
+    int dense = 0, expert = 0;
+    for (Member& m : members) {
+      m.rig->step(in);
+      const bool is_expert = m.inst == model::Instance::kExpert;
+      out.state.back()[is_expert ? o.world.dp + expert++ : dense++] = m.rig->digest();
+    }
+    std::vector<std::vector<float>> full(c.params.size());
+    std::vector<std::vector<char>> covered(c.params.size());
+    for (size_t p = 0; p < c.params.size(); ++p) {
+      full[p].assign(static_cast<size_t>(c.params[p].numel()), 0.0f);
+      covered[p].assign(full[p].size(), 0);
+    }
+    for (Member& m : members) {
+      const std::vector<std::vector<float>> values = m.rig->model_values();
+      for (const auto& buffer : m.rig->construction().ranges) {
+        for (const auto& bucket : buffer.buckets) {
+          for (const auto& pr : bucket.param_map) {
+            const auto port = std::find(m.case_params.begin(), m.case_params.end(), pr.param) -
+                              m.case_params.begin();
+            for (int64_t e = pr.param_range.start; e < pr.param_range.end; ++e) {
+              full[pr.param][e] = values[port][e];
+              ++covered[pr.param][e];
+            }
+          }
+        }
+      }
+    }
+    for (size_t p = 0; p < c.params.size(); ++p) {
+      for (char n : covered[p]) {
+        if (n != 1) return "in-process pieces do not tile " + c.params[p].name;
+      }
+    }
+    out.params.push_back(digest_params(full));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::variant<std::vector<uint64_t>, std::string> in_process_param_digests(const CliOptions& o,
+                                                                          int rank) {
+  auto setup = prepare(o);
+  if (auto* why = std::get_if<std::string>(&setup)) return *why;
+  const Setup& s = std::get<Setup>(setup);
+  const int dp = s.o.world.dp;
+  auto digests = stage_digests(s, rank / dp, (rank % dp) % s.o.world.ep);
+  if (auto* why = std::get_if<std::string>(&digests)) return *why;
+  return std::get<StageDigests>(digests).params;
+}
+
+namespace {
+
+// The rank's view of the world, from the launcher's environment variables.
+struct Env {
+  int rank = 0, world = 0, local_rank = 0;
+  std::string addr;
+  int port = 0;
+  bool agent_store = false;  // torchrun's agent hosts the store: rank 0 is a client too
+};
+
+std::variant<Env, std::string> read_env() {
+  Env env;
+  std::vector<std::string> missing;
+  auto get = [&](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    if (!v || !*v) missing.push_back(name);
+    return v;
+  };
+  const char* rank = get("RANK");
+  const char* world = get("WORLD_SIZE");
+  const char* addr = get("MASTER_ADDR");
+  const char* port = get("MASTER_PORT");
+  if (!missing.empty()) {
+    std::string m;
+    for (const auto& n : missing) m += (m.empty() ? "" : ", ") + n;
+    return "--multi-process needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in the "
+           "environment (missing: " + m + "); use --processes=N to start a local world";
+  }
+  auto to_int = [](const char* s, int lo, int hi, int& out) {
+    char* end = nullptr;
+    const long v = std::strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < lo || v > hi) return false;
+    out = static_cast<int>(v);
+    return true;
+  };
+  if (!to_int(world, 1, 65536, env.world)) return std::string("bad WORLD_SIZE='") + world + "'";
+  if (!to_int(rank, 0, env.world - 1, env.rank)) {
+    return std::string("bad RANK='") + rank + "' for WORLD_SIZE=" + world;
+  }
+  if (!to_int(port, 1, 65535, env.port)) return std::string("bad MASTER_PORT='") + port + "'";
+  const char* local = std::getenv("LOCAL_RANK");
+  if (!local || !to_int(local, 0, 65535, env.local_rank)) env.local_rank = env.rank;
+  env.addr = addr;
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  env.agent_store = agent && std::string(agent) == "True";
+  return env;
+}
+
+// The DP group's process group: Gloo on CPU, NCCL for CUDA tensors where LibTorch has CUDA.
+struct DpGroup {
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#if SC_TORCH_CUDA
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+  std::string name;
+  int size = 1, rank = 0;
+  double timeout_s = 0;
+
+  template <class F>
+  void run(const std::string& what, F f) {
+    try {
+#if SC_TORCH_CUDA
+      if (nccl) {
+        f(*nccl);
+        return;
+      }
+#endif
+      f(*gloo);
+    } catch (const std::exception& e) {
+      std::ostringstream os;
+      os << what << " in " << name << " failed (collective timeout " << timeout_s
+         << " s): " << short_what(e);
+      throw std::runtime_error(os.str());
+    }
+  }
+};
+
+// Megatron's reduce-scatter of one bucket's grad buffer into this rank's shard (SUM).
+// LibTorch 1.13's Gloo has no reduce_scatter ("ProcessGroupGloo does not support
+// reduce_scatter"), so it is built from alltoall_base, which hands shard j of every rank's bucket
+// to rank j, and a sum in rank order. As after reduce_scatter_tensor, this rank's shard holds the
+// reduced gradient and the rest of its bucket keeps the local grads.
+void reduce_scatter(DpGroup& g, const torch::Tensor& bucket_grad, const std::string& what) {
+  TORCH_CHECK(bucket_grad.scalar_type() == torch::kFloat,
+              "the multi-process mode reduces fp32 grad buffers only");
+  const int64_t shard = bucket_grad.numel() / g.size;
+  TORCH_CHECK(shard * g.size == bucket_grad.numel(), "bucket not divisible by the DP size");
+  torch::Tensor input = bucket_grad;
+  torch::Tensor received = torch::empty_like(bucket_grad);
+  std::vector<int64_t> equal_split;
+  g.run("reduce-scatter of " + what, [&](auto& pg) {
+    pg.alltoall_base(received, input, equal_split, equal_split)->wait();
+  });
+  torch::Tensor sum = received.slice(0, 0, shard).clone();
+  for (int j = 1; j < g.size; ++j) sum.add_(received.slice(0, j * shard, (j + 1) * shard));
+  bucket_grad.slice(0, g.rank * shard, (g.rank + 1) * shard).copy_(sum);
+}
+
+// Megatron's all-gather of one bucket's param buffer from every rank's shard. The bytes are
+// gathered (Gloo in LibTorch 1.13 has no bf16), which moves the same bits.
+void all_gather(DpGroup& g, const torch::Tensor& bucket_param, const std::string& what) {
+  torch::Tensor bytes = bucket_param.view(torch::kByte);
+  const int64_t shard = bytes.numel() / g.size;
+  std::vector<torch::Tensor> input{bytes.slice(0, g.rank * shard, (g.rank + 1) * shard)};
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int j = 0; j < g.size; ++j) outputs[0].push_back(bytes.slice(0, j * shard, (j + 1) * shard));
+  g.run("all-gather of " + what, [&](auto& pg) { pg.allgather(outputs, input)->wait(); });
+}
+
+class StoreError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string store_get(c10d::Store& store, const std::string& key, const std::string& what,
+                      double timeout_s) {
+  try {
+    const std::vector<uint8_t> v = store.get(key);
+    return std::string(v.begin(), v.end());
+  } catch (const std::exception& e) {
+    std::ostringstream os;
+    os << "no " << what << " within " << timeout_s << " s (" << short_what(e) << ")";
+    throw StoreError(os.str());
+  }
+}
+
+void store_set(c10d::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+}  // namespace
+
+int run_worker(const CliOptions& options, std::ostream& out, std::ostream& err) {
+  auto env_or = read_env();
+  if (auto* why = std::get_if<std::string>(&env_or)) {
+    emit(err, "shardcheck-sim: " + *why);
+    return 2;
+  }
+  const Env env = std::get<Env>(env_or);
+  const int world = options.world.pp * options.world.dp;
+  if (env.world != world) {
+    emit(err, "shardcheck-sim: WORLD_SIZE=" + std::to_string(env.world) + " but --pp=" +
+                  std::to_string(options.world.pp) + " --dp=" +
+                  std::to_string(options.world.dp) + " make " + std::to_string(world) +
+                  " ranks");
+    return 2;
+  }
+  auto setup_or = prepare(options);
+  if (auto* why = std::get_if<std::string>(&setup_or)) {
+    emit(err, "shardcheck-sim: " + *why);
+    return 2;
+  }
+  Setup& s = std::get<Setup>(setup_or);
+  const CliOptions& o = s.o;
+  const int dp = o.world.dp, ep = o.world.ep, expert_dp = dp / ep;
+  const int stage = env.rank / dp, dp_rank = env.rank % dp;
+  // Megatron's order of the expert groups (EP before expert DP): EP rank dp_rank % ep, expert-DP
+  // rank dp_rank / ep, as in the in-process mode's rows.
+  const int ep_rank = dp_rank % ep, edp_rank = dp_rank / ep;
+  const std::string me = "rank " + std::to_string(env.rank) + " stage " + std::to_string(stage) +
+                         " dp " + std::to_string(dp_rank) +
+                         (ep > 1 ? " ep " + std::to_string(ep_rank) : std::string());
+  auto fault_here = [&](const char* kind) {
+    return o.fault == kind && (o.fault_rank < 0 || o.fault_rank == env.rank);
+  };
+#if SC_TORCH_CUDA
+  if (s.device.is_cuda()) {
+    s.device = torch::Device(torch::kCUDA,
+                             static_cast<int>(env.local_rank % torch::cuda::device_count()));
+  }
+#endif
+  const milliseconds timeout(static_cast<int64_t>(o.collective_timeout_s * 1000));
+  try {
+    // The rendezvous: rank 0 hosts the store unless a torchrun agent does.
+    c10::intrusive_ptr<c10d::Store> store;
+    try {
+      c10d::TCPStoreOptions so;
+      so.port = static_cast<uint16_t>(env.port);
+      so.isServer = env.rank == 0 && !env.agent_store;
+      so.numWorkers = env.agent_store ? c10::nullopt : c10::optional<size_t>(env.world);
+      so.waitWorkers = false;
+      so.timeout = timeout;
+      store = c10::make_intrusive<c10d::TCPStore>(env.addr, so);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot reach the rendezvous store at " + env.addr + ":" +
+                               std::to_string(env.port) + " within " +
+                               std::to_string(o.collective_timeout_s) + " s: " + short_what(e));
+    }
+    // Keys of this run only, should the store outlive it (an agent's store).
+    const std::string run = "shardcheck/" + std::to_string(o.seed) + "/";
+    // Every rank says it is done; rank 0 hosts the store, so it leaves last.
+    auto finish = [&](int status) {
+      store_set(*store, run + "done/" + std::to_string(env.rank), "1");
+      if (env.rank == 0 && !env.agent_store) {
+        for (int r = 0; r < world; ++r) {
+          store_get(*store, run + "done/" + std::to_string(r),
+                    "end report from rank " + std::to_string(r), o.collective_timeout_s);
+        }
+      }
+      return status;
+    };
+
+    // Construction, then every rank learns every rank's outcome.
+    const model::CaseSpec c =
+        main_job_case(o, s.inventory, s.num_layers, s.num_experts, stage, ep_rank);
+    struct Instance {
+      model::Instance inst;
+      int rank = 0, size = 1;  // in its DP group: dense DP, or expert DP
+      std::unique_ptr<RankRig> rig;
+      std::vector<int> params;  // case parameters, in the rig's order
+      DpGroup* group = nullptr;
+    };
+    std::vector<Instance> rigs;
+    std::string outcome = "OK";
+    for (model::Instance inst : instances_of(c)) {
+      Instance i;
+      i.inst = inst;
+      const bool expert = inst == model::Instance::kExpert;
+      i.rank = expert ? edp_rank : dp_rank;
+      i.size = expert ? expert_dp : dp;
+      i.rig = std::make_unique<RankRig>(c, inst, i.rank, s.behaviour, s.device, o.seed);
+      i.params = case_params_of(c, inst);
+      if (outcome == "OK") outcome = construction_outcome(c, i.rig->construction());
+      rigs.push_back(std::move(i));
+    }
+    // The in-process mode's digests, computed before the first collective so that its time
+    // does not count against the collective timeout.
+    StageDigests expected;
+    if (outcome == "OK") {
+      auto digests = stage_digests(s, stage, ep_rank);
+      if (auto* why = std::get_if<std::string>(&digests)) throw std::runtime_error(*why);
+      expected = std::get<StageDigests>(digests);
+    }
+    store_set(*store, run + "construction/" + std::to_string(env.rank), outcome);
+    std::vector<std::string> failed;
+    for (int r = 0; r < world; ++r) {
+      const std::string theirs =
+          store_get(*store, run + "construction/" + std::to_string(r),
+                    "construction report from rank " + std::to_string(r), o.collective_timeout_s);
+      if (theirs != "OK") {
+        failed.push_back("rank " + std::to_string(r) + " (stage " + std::to_string(r / dp) +
+                         ", dp " + std::to_string(r % dp) + ") failed construction: " + theirs);
+      }
+    }
+    if (!failed.empty()) {
+      std::string report = me + ": " + std::to_string(failed.size()) + " of " +
+                           std::to_string(world) + " ranks failed construction; no step runs";
+      for (const auto& f : failed) report += "\n  " + f;
+      emit(err, report);
+      return finish(1);
+    }
+
+    // The process groups of this stage: the dense DP group (ranks stage * dp ... stage * dp +
+    // dp - 1) and, with EP above 1, the expert DP group of this EP rank (the ranks of the stage
+    // whose DP rank is ep_rank modulo ep), as Megatron's parallel_state builds them. With EP 1
+    // the expert DP group has the dense group's members, and the dense group serves both.
+    auto make_group = [&](const std::string& name, const std::string& key, int rank, int size) {
+      auto group = std::make_unique<DpGroup>();
+      group->name = name;
+      group->size = size;
+      group->rank = rank;
+      group->timeout_s = o.collective_timeout_s;
+      auto prefixed = c10::make_intrusive<c10d::PrefixStore>(run + key, store);
+#if SC_TORCH_CUDA
+      if (s.device.is_cuda()) {
+        auto opts = c10d::ProcessGroupNCCL::Options::create();
+        opts->timeout = timeout;
+        group->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
+      }
+      if (!group->nccl)
+#endif
+      {
+        auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+        const bool loopback = env.addr == "localhost" || env.addr.rfind("127.", 0) == 0;
+        const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+        opts->devices.push_back(
+            ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+            : loopback        ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                              : c10d::ProcessGroupGloo::createDefaultDevice());
+        try {
+          group->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("cannot form " + name + ": " + short_what(e));
+        }
+      }
+      return group;
+    };
+    std::unique_ptr<DpGroup> dense_group = make_group(
+        "the DP group of stage " + std::to_string(stage), "dp-stage-" + std::to_string(stage),
+        dp_rank, dp);
+    std::unique_ptr<DpGroup> expert_group;
+    for (Instance& i : rigs) {
+      if (i.inst == model::Instance::kExpert && ep > 1) {
+        expert_group = make_group("the expert DP group of stage " + std::to_string(stage) +
+                                      " EP rank " + std::to_string(ep_rank),
+                                  "edp-stage-" + std::to_string(stage) + "-ep-" +
+                                      std::to_string(ep_rank),
+                                  edp_rank, expert_dp);
+        i.group = expert_group.get();
+      } else {
+        i.group = dense_group.get();
+      }
+    }
+    if (fault_here("exit")) {
+      emit(err, me + ": exiting with status 3 (--fault=exit)");
+      std::_Exit(3);
+    }
+
+    // The ranks of this stage that hold the same model (dense and experts): its DP group when
+    // EP is 1, the ranks of its EP rank otherwise.
+    std::vector<int> replicas;
+    for (int d = ep_rank; d < dp; d += ep) replicas.push_back(stage * dp + d);
+    uint64_t last = 0;
+    for (int k = 0; k < o.steps; ++k) {
+      const model::StepInputs in = main_job_step(c, o.seed, k);
+      if (k == 0 && fault_here("stall")) {
+        emit(err, me + ": stalling before its first collective (--fault=stall)");
+        std::this_thread::sleep_for(std::chrono::hours(1));
+      }
+      for (Instance& i : rigs) {
+        // The local grads: this rank's bit field of every reduced gradient within the group
+        // that reduces it, so that the SUM over the group is the in-process mode's gradient
+        // exactly, in whatever order the collective adds. (Megatron's pre-scaling by 1/dp is
+        // exact only for some values and orders; the local grads stand for the already-scaled
+        // contributions.)
+        std::vector<std::vector<float>> local(in.grads.size());
+        for (int p : i.params) {
+          local[p].resize(in.grads[p].size());
+          for (size_t e = 0; e < in.grads[p].size(); ++e) {
+            local[p][e] = fault_here("drop-grads") ? 0.0f
+                                                   : grad_part(in.grads[p][e], i.rank, i.size);
+          }
+        }
+        for (size_t p = 0; p < local.size(); ++p) {
+          if (local[p].empty()) local[p].assign(in.grads[p].size(), 0.0f);
+        }
+        i.rig->write_main_grads(local);
+        const auto buffers = i.rig->buffers();
+        for (size_t b = 0; b < buffers.size(); ++b) {
+          for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
+            reduce_scatter(*i.group, buffers[b]->buckets()[u].grad_data,
+                           "step " + std::to_string(k) + " buffer " + std::to_string(b) +
+                               " bucket " + std::to_string(u));
+          }
+        }
+        i.rig->step_with_main_grads(in);
+        if (k == 0 && fault_here("die")) {
+          // Mid-step: its DP group has reduced the grads and waits for its all-gather.
+          emit(err, me + ": killing itself with SIGKILL mid-step (--fault=die)");
+          std::raise(SIGKILL);
+        }
+        if (o.fault == "skip-all-gather") continue;
+        for (size_t b = 0; b < buffers.size(); ++b) {
+          for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
+            all_gather(*i.group, buffers[b]->buckets()[u].param_data,
+                       "step " + std::to_string(k) + " buffer " + std::to_string(b) +
+                           " bucket " + std::to_string(u));
+          }
+        }
+      }
+      // Every rank's full parameters against its replicas' and the in-process mode's, and its
+      // dense parameters against every rank of its dense DP group.
+      std::vector<std::vector<float>> full(c.params.size()), dense;
+      for (Instance& i : rigs) {
+        auto values = i.rig->model_values();
+        for (size_t j = 0; j < values.size(); ++j) {
+          if (i.inst == model::Instance::kDense) dense.push_back(values[j]);
+          full[i.params[j]] = std::move(values[j]);
+        }
+      }
+      last = digest_params(full);
+      const std::string dense_digest = hex(digest_params(dense));
+      const std::string key = run + "digest/" + std::to_string(k) + "/";
+      store_set(*store, key + std::to_string(env.rank), hex(last));
+      store_set(*store, key + "dense/" + std::to_string(env.rank), dense_digest);
+      std::string problem;
+      for (int r : replicas) {
+        if (!problem.empty()) break;
+        const std::string theirs =
+            store_get(*store, key + std::to_string(r),
+                      "step " + std::to_string(k) + " digest from rank " + std::to_string(r),
+                      o.collective_timeout_s);
+        if (theirs != hex(last)) {
+          problem = "after step " + std::to_string(k + 1) + " its parameters (" + hex(last) +
+                    ") differ from those of rank " + std::to_string(r) + " (" + theirs +
+                    (ep > 1 ? "), same stage and EP rank" : "), same DP group");
+        }
+      }
+      for (int d = 0; d < dp && problem.empty() && ep > 1; ++d) {
+        const int r = stage * dp + d;
+        const std::string theirs = store_get(
+            *store, key + "dense/" + std::to_string(r),
+            "step " + std::to_string(k) + " dense digest from rank " + std::to_string(r),
+            o.collective_timeout_s);
+        if (theirs != dense_digest) {
+          problem = "after step " + std::to_string(k + 1) + " its dense parameters (" +
+                    dense_digest + ") differ from those of rank " + std::to_string(r) + " (" +
+                    theirs + "), same DP group";
+        }
+      }
+      if (problem.empty() && last != expected.params[k]) {
+        problem = "after step " + std::to_string(k + 1) + " its parameters (" + hex(last) +
+                  ") differ from the in-process mode's (" + hex(expected.params[k]) + ")";
+      }
+      // The fp32 main params and the moments see every bit of the reduced gradient, which
+      // 16-bit model params may round away.
+      for (const Instance& i : rigs) {
+        if (!problem.empty()) break;
+        const bool is_expert = i.inst == model::Instance::kExpert;
+        const uint64_t want = expected.state[k][is_expert ? dp + i.rank : i.rank];
+        const uint64_t got = i.rig->digest();
+        if (got != want) {
+          problem = "after step " + std::to_string(k + 1) + " the optimizer state of its " +
+                    (is_expert ? "expert" : "dense") + " instance (owned pieces, main params, " +
+                    "moments: " + hex(got) + ") differs from the in-process mode's (" +
+                    hex(want) + ")";
+        }
+      }
+      if (!problem.empty()) {
+        emit(err, me + ": FAILED: " + problem);
+        return finish(1);
+      }
+    }
+    emit(out, me + ": " + std::to_string(o.steps) +
+                  " steps; after every step its parameters equal its DP group's and the "
+                  "in-process mode's, and its optimizer state the in-process rank's, bit for "
+                  "bit (params_digest=" + hex(last) + ")");
+    return finish(0);
+  } catch (const std::exception& e) {
+    emit(err, me + ": FAILED: " + short_what(e));
+    return 1;
+  }
+}
+
+int run_local_launcher(const CliOptions& o, std::ostream& out, std::ostream& err) {
+  auto setup_or = prepare(o);
+  if (auto* why = std::get_if<std::string>(&setup_or)) {
+    emit(err, "shardcheck-sim: " + *why);
+    return 2;
+  }
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    emit(err, "shardcheck-sim: cannot find this program's path (/proc/self/exe)");
+    return 2;
+  }
+  const Setup& s = std::get<Setup>(setup_or);
+  LaunchSpec spec;
+  spec.program.assign(exe, static_cast<size_t>(n));
+  // The ranks get this run's arguments less the launcher's own (--name=value or --name value).
+  for (size_t i = 0; i < o.args.size(); ++i) {
+    const std::string& a = o.args[i];
+    if (a == "--processes" || a == "--launch-timeout") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--processes=", 0) != 0 && a.rfind("--launch-timeout=", 0) != 0) {
+      spec.args.push_back(a);
+    }
+  }
+  spec.args.push_back("--multi-process");
+  spec.processes = o.processes;
+  spec.timeout_s = o.launch_timeout_s;
+  // When a rank fails, the others get the collective timeout (and a little) to see it and exit
+  // with their own error before the launcher stops them.
+  spec.grace_s = o.collective_timeout_s + 2;
+  spec.master_port = pick_free_port(spec.master_addr);
+  std::ostringstream header;
+  const WorldSizes& w = s.o.world;
+  header << "SEED=" << o.seed << " model=" << s.model_name
+         << (o.model_file.empty() ? "" : " model_file=" + o.model_file)
+         << " scale=" << (o.scale > 0 ? o.scale : 64) << " mode=multi-process processes="
+         << o.processes << " pp=" << w.pp << " vpp=" << w.vpp
+         << (w.pipeline_layout.empty() ? "" : " pipeline_layout=" + w.pipeline_layout)
+         << " ep=" << w.ep << " dp=" << w.dp << " expert_dp=" << w.dp / w.ep << " tp=" << w.tp
+         << (w.tp > 1 ? " tp_rank=0" : "") << " steps=" << o.steps
+         << " offload=" << (o.offload ? "on" : "off")
+         << " offload_fraction=" << o.offload_fraction
+         << " precision_aware=" << (o.precision_aware ? "on" : "off")
+         << " device=" << (s.device.is_cuda() ? "cuda backend=nccl" : "cpu backend=gloo")
+         << " variant=" << o.variants.front() << " master=" << spec.master_addr << ":"
+         << spec.master_port << " collective_timeout=" << o.collective_timeout_s << "s";
+  if (!o.fault.empty()) {
+    header << " fault=" << o.fault
+           << (o.fault_rank >= 0 ? "@" + std::to_string(o.fault_rank) : std::string());
+  }
+  emit(out, header.str());
+  const LaunchResult r = launch_local(spec);
+  if (r.ok()) {
+    emit(out, "multi-process: " + std::to_string(o.processes) + " of " +
+                  std::to_string(o.processes) +
+                  " ranks passed: after every step each rank's parameters equal its DP group's "
+                  "and the in-process mode's, bit for bit");
+    return 0;
+  }
+  std::string report = "multi-process: the world failed";
+  for (const std::string& line : describe_failures(r, spec.timeout_s)) report += "\n  " + line;
+  std::string args;
+  for (const std::string& a : o.args) args += " " + a;
+  report += "\nreproduce: shardcheck-sim" + args;
+  emit(err, report);
+  return 1;
+}
+
+}  // namespace sc::sim

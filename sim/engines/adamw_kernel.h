@@ -1,0 +1,38 @@
+// One pass of LibTorch's CPU AdamW over fp32 arrays: read the parameter, grad and both moments
+// once, write the parameter and both moments once (28 bytes per element), every element with
+// exactly the fp32 operations, in exactly the order, of `torch::optim::AdamW::step` in LibTorch
+// 1.13 (`model/adamw.h` describes that order). No LibTorch here: this file is compiled alone,
+// vectorised, and dispatched on the CPU's instruction set at run time.
+#pragma once
+
+#include <cstdint>
+
+namespace sc::engines {
+
+// The fp32 scalars one step of one parameter uses, as LibTorch hands them to its kernels
+// (computed in double by the optimizer, then rounded to float by the kernel).
+struct AdamWScalars {
+  bool apply_decay = false;  // weight_decay != 0: p.mul_(decay) first
+  float decay = 1.0f;        // 1 - lr * weight_decay
+  float beta1 = 0.9f, one_minus_beta1 = 0.1f;
+  float beta2 = 0.999f, one_minus_beta2 = 0.001f;
+  float sqrt_bias_correction2 = 1.0f;  // sqrt(1 - beta2^step)
+  float eps = 1e-8f;
+  float neg_step_size = -1e-3f;  // -(lr / (1 - beta1^step))
+};
+
+// The scalars for step `step` (1-based) of a parameter with these hyper-parameters.
+AdamWScalars adamw_scalars(double lr, double beta1, double beta2, double eps, double weight_decay,
+                           int64_t step);
+
+// One step over elements [0, n) in place. `fused_multiply_add`: the two multiply-adds (moment
+// updates) round once, as LibTorch's AVX2/AVX-512 kernels do; otherwise twice, as its default
+// kernel does. Bit-identical to LibTorch's step in that mode for every n, 0 included.
+void adamw_step_span(float* __restrict p, const float* __restrict g, float* __restrict m,
+                     float* __restrict v, int64_t n, const AdamWScalars& s,
+                     bool fused_multiply_add);
+
+// The instruction set the kernel dispatches to on this CPU: "avx512", "avx2" or "baseline".
+const char* adamw_kernel_isa();
+
+}  // namespace sc::engines

@@ -1,0 +1,216 @@
+#include "sim/engines/fused_host_adamw.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "sim/engines/adamw_kernel.h"
+
+namespace sc::engines {
+
+namespace {
+
+std::string state_key(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+bool plain_fp32(const torch::Tensor& t, int64_t numel) {
+  return t.defined() && t.device().is_cpu() && t.layout() == torch::kStrided &&
+         t.scalar_type() == torch::kFloat && t.is_contiguous() && t.numel() == numel;
+}
+
+// One parameter's share of a step.
+struct Work {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+  AdamWScalars s;
+};
+
+// Elements per task of the parallel pass: large enough that a task costs far more than
+// scheduling it, small enough that two threads share a 100k-element tensor.
+constexpr int64_t kGrain = 1 << 15;
+
+std::atomic<int64_t> g_fused_steps{0};
+
+}  // namespace
+
+std::optional<bool> torch_adamw_fuses_multiply_adds() {
+  static const std::optional<bool> kMode = []() -> std::optional<bool> {
+    torch::NoGradGuard no_grad;
+    constexpr int64_t n = 1037;  // a body and a tail for every vector width
+    const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+    torch::Tensor p0 = torch::linspace(-1.0, 1.0, n, torch::kFloat).sin();
+    std::vector<torch::Tensor> grads;
+    for (int k = 1; k <= 3; ++k) {
+      grads.push_back(torch::linspace(-0.3 * k, 0.2 * k, n, torch::kFloat).cos() * 0.1);
+    }
+    torch::Tensor p = p0.clone();
+    torch::optim::AdamW ref(
+        std::vector<torch::Tensor>{p},
+        torch::optim::AdamWOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd));
+    for (const auto& g : grads) {
+      p.mutable_grad() = g;
+      ref.step();
+    }
+    for (bool fma : {true, false}) {
+      torch::Tensor q = p0.clone();
+      std::vector<float> m(n, 0.0f), v(n, 0.0f);
+      for (int64_t k = 0; k < 3; ++k) {
+        const AdamWScalars s = adamw_scalars(lr, b1, b2, eps, wd, k + 1);
+        adamw_step_span(q.data_ptr<float>(), grads[k].data_ptr<float>(), m.data(), v.data(), n, s,
+                        fma);
+      }
+      if (std::memcmp(q.data_ptr<float>(), p.data_ptr<float>(), n * sizeof(float)) == 0) {
+        return fma;
+      }
+    }
+    return std::nullopt;
+  }();
+  return kMode;
+}
+
+FusedHostAdamW::FusedHostAdamW(std::vector<torch::optim::OptimizerParamGroup> param_groups,
+                               torch::optim::AdamWOptions defaults)
+    : torch::optim::AdamW(std::move(param_groups), std::move(defaults)) {}
+
+FusedHostAdamW::FusedHostAdamW(std::vector<torch::Tensor> params,
+                               torch::optim::AdamWOptions defaults)
+    : torch::optim::AdamW(std::move(params), std::move(defaults)) {}
+
+int64_t FusedHostAdamW::fused_steps_taken() { return g_fused_steps.load(); }
+
+bool FusedHostAdamW::fast_path_applies() const {
+  auto has_grad = [](const torch::Tensor& p) { return p.grad().defined(); };
+  if (!external_step_applies(has_grad)) return false;
+  for (const auto& group : param_groups_) {
+    for (const auto& p : group.params()) {
+      const torch::Tensor& g = p.grad();
+      if (!g.defined()) continue;
+      if (!plain_fp32(g, p.numel())) return false;
+      // A grad sharing memory with its parameter would be read after it is written.
+      if (p.numel() > 0 && p.data_ptr() == g.data_ptr()) return false;
+    }
+  }
+  return true;
+}
+
+bool FusedHostAdamW::external_step_applies(
+    const std::function<bool(const torch::Tensor&)>& has_grad) const {
+  if (!torch_adamw_fuses_multiply_adds()) return false;
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
+    for (const auto& p : group.params()) {
+      if (!has_grad(p)) continue;
+      if (!plain_fp32(p, p.numel())) return false;
+      auto it = state_.find(state_key(p));
+      if (it == state_.end()) continue;
+      const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      if (!plain_fp32(st.exp_avg(), p.numel()) || !plain_fp32(st.exp_avg_sq(), p.numel())) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::vector<FusedHostAdamW::Span> FusedHostAdamW::begin_external_step(
+    const std::function<bool(const torch::Tensor&)>& has_grad) {
+  std::vector<Span> spans;
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!has_grad(p)) continue;
+      Span span;
+      const std::string k = state_key(p);
+      auto it = state_.find(k);
+      if (it == state_.end()) {
+        auto st = std::make_unique<torch::optim::AdamWParamState>();
+        st->step(0);
+        st->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        st->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = state_.emplace(k, std::move(st)).first;
+        span.fresh = true;
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      st.step(st.step() + 1);
+      span.param = p;
+      span.exp_avg = st.exp_avg();
+      span.exp_avg_sq = st.exp_avg_sq();
+      span.scalars = adamw_scalars(o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
+                                   o.eps(), o.weight_decay(), st.step());
+      if (span.scalars.apply_decay) p.unsafeGetTensorImpl()->bump_version();
+      p.unsafeGetTensorImpl()->bump_version();
+      span.exp_avg.unsafeGetTensorImpl()->bump_version();
+      span.exp_avg_sq.unsafeGetTensorImpl()->bump_version();
+      spans.push_back(std::move(span));
+    }
+  }
+  last_step_fused_ = true;
+  g_fused_steps.fetch_add(1);
+  return spans;
+}
+
+void FusedHostAdamW::step_span(const Span& span, const float* g, int64_t lo, int64_t hi) {
+  const bool fused = *torch_adamw_fuses_multiply_adds();
+  float* p = span.param.data_ptr<float>();
+  float* m = span.exp_avg.data_ptr<float>();
+  float* v = span.exp_avg_sq.data_ptr<float>();
+  at::parallel_for(lo, hi, kGrain, [&](int64_t begin, int64_t end) {
+    adamw_step_span(p + begin, g + (begin - lo), m + begin, v + begin, end - begin, span.scalars,
+                    fused);
+  });
+}
+
+torch::Tensor FusedHostAdamW::step(LossClosure closure) {
+  const std::optional<bool> fma = torch_adamw_fuses_multiply_adds();
+  if (!fma || !fast_path_applies()) {
+    last_step_fused_ = false;
+    return torch::optim::AdamW::step(closure);
+  }
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  // The per-parameter bookkeeping of LibTorch's step, in its order (parameters without a grad
+  // are skipped, state is created zeroed at the first step, the count advanced before the
+  // bias corrections), then one pass over all the elements.
+  const std::vector<Span> spans =
+      begin_external_step([](const torch::Tensor& p) { return p.grad().defined(); });
+  std::vector<Work> work;
+  std::vector<int64_t> ends;  // running element count after each work item
+  int64_t total = 0;
+  for (const Span& span : spans) {
+    const int64_t n = span.param.numel();
+    if (n == 0) continue;
+    work.push_back({span.param.data_ptr<float>(), span.param.grad().data_ptr<float>(),
+                    span.exp_avg.data_ptr<float>(), span.exp_avg_sq.data_ptr<float>(), n,
+                    span.scalars});
+    total += n;
+    ends.push_back(total);
+  }
+  const bool fused = *fma;
+  at::parallel_for(0, total, kGrain, [&](int64_t begin, int64_t end) {
+    // The first item that holds element `begin`, then item by item to `end`.
+    size_t k = std::upper_bound(ends.begin(), ends.end(), begin) - ends.begin();
+    int64_t at = begin;
+    while (at < end && k < work.size()) {
+      const Work& w = work[k];
+      const int64_t start = ends[k] - w.n;
+      const int64_t lo = at - start;
+      const int64_t hi = std::min(end, ends[k]) - start;
+      adamw_step_span(w.p + lo, w.g + lo, w.m + lo, w.v + lo, hi - lo, w.s, fused);
+      at = start + hi;
+      ++k;
+    }
+  });
+  return loss;
+}
+
+}  // namespace sc::engines

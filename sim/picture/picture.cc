@@ -1,0 +1,890 @@
+#include "sim/picture/picture.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "model/layout.h"
+#include "model/offload_plan.h"
+#include "model/shard.h"
+#include "sim/picture/svg.h"
+
+namespace sc::sim {
+
+namespace {
+
+constexpr double kWidth = 1240;
+constexpr double kMargin = 16;
+constexpr double kGutter = 92;  // row labels left of the bars
+constexpr double kBarX = kMargin + kGutter;
+constexpr double kBarW = kWidth - kMargin - kBarX;
+constexpr double kBarH = 18;
+constexpr double kStripH = 8;
+constexpr double kHeatH = 9;
+// A buffer draws each parameter when it has at most kFewParams, or at most kMaxParams of which
+// three quarters are at least 3 pixels wide; otherwise it draws them per layer.
+constexpr size_t kFewParams = 16;
+constexpr size_t kMaxParams = 64;
+// Layers (or groups of layers) drawn in one buffer at most.
+constexpr size_t kMaxRuns = 160;
+
+constexpr const char* kHostFill = "#c51b8a";
+constexpr const char* kDeviceFill = "#525252";
+constexpr const char* kFailRed = "#d62728";
+constexpr const char* kOkFill = "#c7e9c0";
+constexpr const char* kInk = "#222222";
+
+const char* dtype_fill(model::DType d, int shade) {
+  switch (d) {
+    case model::DType::kBFloat16: return shade ? "#6baed6" : "#9ecae1";
+    case model::DType::kFloat16: return shade ? "#74c476" : "#a1d99b";
+    case model::DType::kFloat32: return shade ? "#fd8d3c" : "#fdae6b";
+    case model::DType::kFloat64: return shade ? "#9e9ac8" : "#bcbddc";
+  }
+  return "#cccccc";
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string range_text(int64_t start, int64_t end) {
+  return "[" + with_commas(start) + ", " + with_commas(end) + ")";
+}
+
+// "layer N" (or "mtp layer N") for a decoder or MTP layer's parameter, else the name without its
+// last component.
+std::string layer_key(const std::string& name) {
+  const size_t p = name.find("layers.");
+  if (p != std::string::npos) {
+    size_t e = p + 7;
+    while (e < name.size() && std::isdigit(static_cast<unsigned char>(name[e]))) ++e;
+    if (e > p + 7) {
+      return std::string(name.rfind("mtp", 0) == 0 ? "mtp " : "") + "layer " +
+             name.substr(p + 7, e - p - 7);
+    }
+  }
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+// The last `n` dotted components of `name`.
+std::string tail_name(const std::string& name, int n) {
+  size_t pos = name.size();
+  for (int i = 0; i < n; ++i) {
+    const size_t dot = pos == 0 ? std::string::npos : name.rfind('.', pos - 1);
+    if (dot == std::string::npos) return name;
+    pos = dot;
+  }
+  return name.substr(pos + 1);
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+// One drawn stretch of a bar: a parameter, or the parameters of a layer (or of several).
+struct Run {
+  int64_t start = 0, end = 0;
+  int bucket = 0;
+  std::vector<std::string> labels;  // longest first; the first that fits is drawn
+  std::string title;
+  model::DType dtype = model::DType::kBFloat16;
+  bool keep = false;  // holds a keep-fp32 parameter
+  int count = 0;      // parameters
+};
+
+std::vector<Run> param_runs(const model::CaseSpec& c, const model::BufferLayout& layout,
+                            double px_per_element) {
+  std::vector<Run> runs;
+  const auto& placements = layout.placements;
+  size_t wide = 0;
+  for (const auto& pl : placements) {
+    wide += static_cast<double>(pl.range.size()) * px_per_element >= 3 ? 1 : 0;
+  }
+  if (placements.size() <= kFewParams ||
+      (placements.size() <= kMaxParams && 4 * wide >= 3 * placements.size())) {
+    for (const auto& pl : placements) {
+      const auto& p = c.params[static_cast<size_t>(pl.param)];
+      Run r;
+      r.start = pl.range.start;
+      r.end = pl.range.end;
+      r.bucket = pl.bucket;
+      r.labels = {tail_name(p.name, 3), tail_name(p.name, 2), tail_name(p.name, 1)};
+      r.title = p.name + " " + model::dtype_name(p.dtype) + " " + shape_text(p.shape) + " at " +
+                range_text(pl.range.start, pl.range.end) + (p.keep_in_fp32 ? " keep-fp32" : "");
+      r.dtype = p.dtype;
+      r.keep = p.keep_in_fp32;
+      r.count = 1;
+      runs.push_back(std::move(r));
+    }
+    return runs;
+  }
+  // Per layer.
+  std::vector<std::string> keys;
+  for (const auto& pl : placements) {
+    const auto& p = c.params[static_cast<size_t>(pl.param)];
+    const std::string key = layer_key(p.name);
+    if (!runs.empty() && keys.back() == key && runs.back().bucket == pl.bucket) {
+      runs.back().end = pl.range.end;
+      runs.back().keep |= p.keep_in_fp32;
+      ++runs.back().count;
+      continue;
+    }
+    Run r;
+    r.start = pl.range.start;
+    r.end = pl.range.end;
+    r.bucket = pl.bucket;
+    r.dtype = p.dtype;
+    r.keep = p.keep_in_fp32;
+    r.count = 1;
+    r.labels = {key};
+    keys.push_back(key);
+    runs.push_back(std::move(r));
+  }
+  if (runs.size() > kMaxRuns) {
+    // Coarser: consecutive layers merged until each run spans 1/kMaxRuns of the buffer.
+    const int64_t min_span = std::max<int64_t>(1, layout.numel() / static_cast<int64_t>(kMaxRuns));
+    std::vector<Run> merged;
+    std::vector<std::string> first_key;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      Run& r = runs[i];
+      if (!merged.empty() && merged.back().bucket == r.bucket &&
+          merged.back().end - merged.back().start < min_span) {
+        Run& m = merged.back();
+        m.end = r.end;
+        m.keep |= r.keep;
+        m.count += r.count;
+        m.labels = {first_key.back() + " to " + keys[i]};
+        continue;
+      }
+      merged.push_back(r);
+      first_key.push_back(keys[i]);
+    }
+    runs = std::move(merged);
+  }
+  for (Run& r : runs) {
+    r.title = r.labels[0] + ": " + std::to_string(r.count) + " parameters (" +
+              model::dtype_name(r.dtype) + (r.keep ? ", keep-fp32 among them" : "") + ") at " +
+              range_text(r.start, r.end);
+    if (r.count > 1) r.labels = {r.labels[0] + " (" + std::to_string(r.count) + ")", r.labels[0]};
+  }
+  return runs;
+}
+
+// One owned piece of a parameter, as one rank hands it to the optimizer.
+struct Piece {
+  model::Range world;  // absolute in the buffer
+  int param = 0;
+  int shard = 0;       // the rank's index in the buffer's DP group
+  bool offloaded = false;
+};
+
+struct StageModel {
+  std::vector<model::BufferLayout> layouts;
+  std::map<int, int> param_layout;             // parameter -> layout index
+  std::map<std::string, int> param_by_name;
+  std::vector<std::vector<Piece>> pieces;      // per layout, shard-major, installed order
+};
+
+StageModel stage_model(const model::CaseSpec& c) {
+  StageModel m;
+  m.layouts = model::full_param_layout(c);
+  m.pieces.resize(m.layouts.size());
+  for (size_t li = 0; li < m.layouts.size(); ++li) {
+    for (const auto& pl : m.layouts[li].placements) m.param_layout[pl.param] = static_cast<int>(li);
+  }
+  for (size_t i = 0; i < c.params.size(); ++i) m.param_by_name[c.params[i].name] = static_cast<int>(i);
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (!model::instance_present(c, inst)) continue;
+    const int64_t dp = model::instance_dp(c, inst);
+    for (int64_t k = 0; k < dp; ++k) {
+      const model::RankPlan plan = model::plan_rank(c, m.layouts, inst, k);
+      std::map<int, model::Range> world;
+      for (const auto& br : plan.ranges) {
+        for (const auto& bk : br.buckets) {
+          for (const auto& pr : bk.param_map) world[pr.param] = pr.gbuf_world;
+        }
+      }
+      std::vector<std::vector<model::HdoTensor>> groups;
+      for (const auto& g : plan.groups) {
+        std::vector<model::HdoTensor> ts;
+        for (const auto& e : g.installed) ts.push_back({e.param_range.size(), e.dtype});
+        groups.push_back(std::move(ts));
+      }
+      model::OffloadPlan op;
+      if (c.cpu_offload) {
+        model::HdoConfig config;
+        config.offload_fraction = c.offload_fraction;
+        config.overlap_cpu_optimizer_d2h_h2d = c.overlap_cpu_optimizer_d2h_h2d;
+        op = model::plan_offload(groups, config);
+      }
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          const auto& e = plan.groups[g].installed[i];
+          auto li = m.param_layout.find(e.param);
+          auto w = world.find(e.param);
+          if (li == m.param_layout.end() || w == world.end()) continue;
+          Piece piece;
+          piece.world = w->second;
+          piece.param = e.param;
+          piece.shard = static_cast<int>(k);
+          piece.offloaded = c.cpu_offload && op.placements[g][i].offloaded;
+          m.pieces[static_cast<size_t>(li->second)].push_back(piece);
+        }
+      }
+    }
+  }
+  for (auto& pieces : m.pieces) {
+    std::sort(pieces.begin(), pieces.end(),
+              [](const Piece& a, const Piece& b) { return a.world.start < b.world.start; });
+  }
+  return m;
+}
+
+// Splits `text` into lines of at most `width` pixels at `font_px`, at spaces where it can.
+std::vector<std::string> wrap(const std::string& text, double width, double font_px) {
+  std::vector<std::string> lines;
+  std::string line, word;
+  auto flush_word = [&] {
+    if (word.empty()) return;
+    const std::string candidate = line.empty() ? word : line + " " + word;
+    if (!line.empty() && text_width(candidate, font_px) > width) {
+      lines.push_back(line);
+      line = word;
+    } else {
+      line = candidate;
+    }
+    // A single word longer than the width is cut.
+    while (text_width(line, font_px) > width && line.size() > 8) {
+      size_t cut = line.size() - 1;
+      while (cut > 1 && text_width(line.substr(0, cut), font_px) > width) --cut;
+      lines.push_back(line.substr(0, cut));
+      line = line.substr(cut);
+    }
+    word.clear();
+  };
+  for (char ch : text) {
+    if (ch == ' ') {
+      flush_word();
+    } else {
+      word += ch;
+    }
+  }
+  flush_word();
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+// Writes wrapped text lines from y (the first baseline at y + font); returns the height used.
+double text_block(SvgWriter& w, double x, double y, double width, const std::string& text,
+                  double font_px, const Attrs& extra = {}) {
+  double h = 0;
+  for (const std::string& l : wrap(text, width, font_px)) {
+    h += font_px + 3;
+    w.text(x, y + h - 3, l, font_px, extra);
+  }
+  return h;
+}
+
+// A label centred in [x, x + width) when one of `labels` fits, else nothing.
+void fitted_label(SvgWriter& w, double x, double width, double baseline,
+                  const std::vector<std::string>& labels, double font_px,
+                  const std::string& fill = kInk, bool halo = false) {
+  for (const std::string& l : labels) {
+    if (text_width(l, font_px) + 4 <= width) {
+      Attrs a{{"fill", fill}};
+      if (halo) {
+        // A pale outline under the glyphs keeps a label readable over edges drawn across it.
+        a.insert(a.end(), {{"stroke", "#ffffff"}, {"stroke-opacity", "0.7"},
+                           {"stroke-width", "2.5"}, {"paint-order", "stroke"}});
+      }
+      w.text(x + width / 2, baseline, l, font_px, a, "middle");
+      return;
+    }
+  }
+}
+
+// A row label in the gutter left of the bars, shrunk to fit it.
+void gutter_label(SvgWriter& w, double baseline, const std::string& text, double font_px,
+                  Attrs attrs) {
+  const double room = kGutter - 6, need = text_width(text, font_px);
+  if (need > room) font_px *= room / need;
+  w.text(kMargin, baseline, text, font_px, attrs);
+}
+
+std::string heat_fill(double d) {
+  if (std::isnan(d) || std::isinf(d)) return "#000000";
+  if (d <= 0) return "#ffffff";
+  // 1e-9 .. 1e-1, log scale, white to dark red.
+  double t = (std::log10(d) + 9) / 8;
+  t = std::clamp(t, 0.08, 1.0);
+  const int r = static_cast<int>(255 - 90 * t), g = static_cast<int>(235 * (1 - t)),
+            b = static_cast<int>(225 * (1 - t));
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", r, g, b);
+  return buf;
+}
+
+// The global rank of `shard` of a buffer of stage `st` (expert shards: DP rank shard * ep + e).
+int global_rank(const PictureInput& in, const PictureStage& st, bool expert, int shard) {
+  const int d = expert ? shard * in.ep + st.ep_rank : shard;
+  return st.stage * in.dp + d;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+// `outcome` without its " (first: NAME)".
+std::string without_first(const std::string& outcome) {
+  const size_t at = outcome.find(" (first: ");
+  if (at == std::string::npos) return outcome;
+  const size_t end = outcome.find(')', at);
+  return outcome.substr(0, at) + (end == std::string::npos ? "" : outcome.substr(end + 1));
+}
+
+// Failing ranks grouped by variant and outcome, in table order.
+struct FailGroup {
+  std::string variant, outcome, failing_param;
+  std::vector<int> ranks;
+};
+
+std::vector<FailGroup> fail_groups(const std::vector<const PictureRank*>& rows) {
+  std::vector<FailGroup> groups;
+  for (const PictureRank* r : rows) {
+    if (r->ok) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const FailGroup& g) {
+      return g.variant == r->variant && g.outcome == r->outcome;
+    });
+    if (it == groups.end()) {
+      groups.push_back({r->variant, r->outcome, r->failing_param, {}});
+      it = groups.end() - 1;
+    }
+    it->ranks.push_back(r->rank);
+  }
+  return groups;
+}
+
+void legend(SvgWriter& w, double& y, const PictureInput& in) {
+  struct Item {
+    std::string kind, label;
+  };
+  std::set<model::DType> dtypes;
+  for (const auto& st : in.stages) {
+    for (const auto& p : st.c.params) dtypes.insert(p.dtype);
+  }
+  std::vector<Item> items;
+  for (model::DType d : {model::DType::kBFloat16, model::DType::kFloat16, model::DType::kFloat32,
+                         model::DType::kFloat64}) {
+    if (dtypes.count(d)) items.push_back({model::dtype_name(d), model::dtype_name(d) + " parameter"});
+  }
+  items.insert(items.end(), {{"keep", "keep-fp32 mark (mark_keep_in_fp32)"},
+                          {"pad", "padding (alignment, bucket end)"},
+                          {"bucket", "bucket edge"},
+                          {"shard", "DP rank shard edge"},
+                          {"host", "offloaded to the host"},
+                          {"device", "stays on the accelerator"},
+                          {"fail", "failing rank / the piece it fails on"},
+                          {"ok", "rank constructs"}});
+  if (in.steps > 0) items.push_back({"heat", "difference from the reference: 0 white, 1e-9 to 1e-1 pale to dark red"});
+  w.text(kMargin, y + 12, "Legend", 12, {{"font-weight", "bold"}, {"fill", kInk}});
+  double x = kMargin + 60, row_y = y;
+  const double font = 11;
+  for (const Item& it : items) {
+    const double item_w = 22 + text_width(it.label, font) + 16;
+    if (x + item_w > kWidth - kMargin) {
+      x = kMargin + 60;
+      row_y += 18;
+    }
+    const double sy = row_y + 3;
+    if (it.kind == "bf16") w.rect(x, sy, 16, 11, {{"fill", dtype_fill(model::DType::kBFloat16, 1)}});
+    if (it.kind == "fp16") w.rect(x, sy, 16, 11, {{"fill", dtype_fill(model::DType::kFloat16, 1)}});
+    if (it.kind == "fp32") w.rect(x, sy, 16, 11, {{"fill", dtype_fill(model::DType::kFloat32, 1)}});
+    if (it.kind == "fp64") w.rect(x, sy, 16, 11, {{"fill", dtype_fill(model::DType::kFloat64, 1)}});
+    if (it.kind == "keep") {
+      w.rect(x, sy, 16, 11, {{"fill", dtype_fill(model::DType::kFloat32, 0)}});
+      w.rect(x, sy, 16, 4, {{"fill", "#000000"}});
+    }
+    if (it.kind == "pad") w.rect(x, sy, 16, 11, {{"fill", "url(#pad)"}, {"stroke", "#999999"}});
+    if (it.kind == "bucket") w.line(x + 8, sy - 2, x + 8, sy + 13, "#000000", 2.5);
+    if (it.kind == "shard") w.line(x + 8, sy - 2, x + 8, sy + 13, "#333333", 1);
+    if (it.kind == "host") w.rect(x, sy + 2, 16, 7, {{"fill", kHostFill}});
+    if (it.kind == "device") w.rect(x, sy + 2, 16, 7, {{"fill", kDeviceFill}});
+    if (it.kind == "fail") {
+      w.rect(x, sy, 16, 11, {{"fill", "none"}, {"stroke", kFailRed}, {"stroke-width", "2"}});
+    }
+    if (it.kind == "ok") w.rect(x, sy, 16, 11, {{"fill", kOkFill}, {"stroke", "#888888"}});
+    if (it.kind == "heat") {
+      for (int k = 0; k < 4; ++k) {
+        w.rect(x + 4 * k, sy + 2, 4, 7, {{"fill", heat_fill(k == 0 ? 0 : std::pow(10.0, -9 + 3 * k))}});
+      }
+    }
+    w.text(x + 22, row_y + 13, it.label, font, {{"fill", kInk}});
+    x += item_w;
+  }
+  y = row_y + 22;
+  y += text_block(w, kMargin, y, kWidth - 2 * kMargin,
+                  "One bar per buffer (model chunk, dtype, dense or expert), buckets and parameters "
+                  "to scale across the bar, in layout order (the reverse of named_parameters()). "
+                  "Under each bar, the placement strip colours each rank's owned pieces by where "
+                  "the hybrid optimizer steps them; rank labels sit under the shards. A buffer of "
+                  "more than " + std::to_string(kFewParams) +
+                  " parameters, most of them too narrow to see, is drawn per layer (two shades "
+                  "alternate between neighbours). Hover for names and ranges.",
+                  10, {{"fill", "#555555"}});
+  y += 6;
+}
+
+void outcome_grid(SvgWriter& w, double& y, const PictureInput& in) {
+  w.text(kMargin, y + 14, "Construction outcome per rank", 14, {{"font-weight", "bold"}, {"fill", kInk}});
+  y += 22;
+  for (const std::string& variant : in.variants) {
+    std::vector<const PictureRank*> rows;
+    for (const auto& r : in.ranks) {
+      if (r.variant == variant) rows.push_back(&r);
+    }
+    if (rows.empty()) continue;
+    int failed = 0;
+    for (const PictureRank* r : rows) failed += r->ok ? 0 : 1;
+    gutter_label(w, y + 14, variant, 12,
+                 {{"font-weight", "bold"}, {"fill", failed ? kFailRed : kInk}});
+    const double cell = std::clamp(kBarW / static_cast<double>(rows.size()), 14.0, 40.0);
+    const size_t per_row = static_cast<size_t>(std::floor(kBarW / cell));
+    w.open("g", {{"class", "outcomes"}, {"data-variant", variant}});
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const PictureRank& r = *rows[i];
+      const double cx = kBarX + static_cast<double>(i % per_row) * cell;
+      const double cy = y + static_cast<double>(i / per_row) * 22;
+      const std::string title = variant + " rank " + std::to_string(r.rank) + " (stage " +
+                                std::to_string(r.stage) + ", dp " + std::to_string(r.dp_rank) +
+                                ", ep " + std::to_string(r.ep_rank) + "): " + r.outcome;
+      w.rect(cx + 1, cy, cell - 2, 18,
+             {{"class", r.ok ? "rank-ok" : "rank-fail"},
+              {"data-rank", std::to_string(r.rank)},
+              {"fill", r.ok ? kOkFill : kFailRed},
+              {"stroke", r.ok ? "#888888" : "#7f0000"}},
+             title);
+      fitted_label(w, cx + 1, cell - 2, cy + 13, {"r" + std::to_string(r.rank), std::to_string(r.rank)},
+                   10, r.ok ? kInk : "#ffffff");
+    }
+    w.close();
+    y += static_cast<double>((rows.size() + per_row - 1) / per_row) * 22 + 2;
+    const std::string summary = variant + ": " + std::to_string(failed) + " of " +
+                                std::to_string(rows.size()) + " ranks fail construction";
+    w.text(kBarX, y + 12, summary, 11, {{"fill", failed ? kFailRed : kInk}});
+    y += 16;
+    // One paragraph per error: the error, then the ranks by the parameter they fail on.
+    std::vector<std::pair<std::string, std::vector<const PictureRank*>>> errors;
+    for (const PictureRank* r : rows) {
+      if (r->ok) continue;
+      const std::string error = without_first(r->outcome);
+      auto it = std::find_if(errors.begin(), errors.end(),
+                             [&](const auto& e) { return e.first == error; });
+      if (it == errors.end()) {
+        errors.push_back({error, {}});
+        it = errors.end() - 1;
+      }
+      it->second.push_back(r);
+    }
+    for (const auto& [error, failing] : errors) {
+      std::vector<std::pair<std::string, std::vector<int>>> by_param;
+      for (const PictureRank* r : failing) {
+        auto it = std::find_if(by_param.begin(), by_param.end(),
+                               [&](const auto& e) { return e.first == r->failing_param; });
+        if (it == by_param.end()) {
+          by_param.push_back({r->failing_param, {}});
+          it = by_param.end() - 1;
+        }
+        it->second.push_back(r->rank);
+      }
+      std::string text = error + ": " + std::to_string(failing.size()) +
+                         (failing.size() == 1 ? " rank" : " ranks");
+      if (!(by_param.size() == 1 && by_param[0].first.empty())) {
+        text += ", by the parameter each fails on first:";
+        for (size_t i = 0; i < by_param.size(); ++i) {
+          text += std::string(i ? "; " : " ") +
+                  (by_param[i].second.size() == 1 ? "rank " : "ranks ") +
+                  rank_list(by_param[i].second) +
+                  (by_param[i].first.empty() ? "" : " on " + by_param[i].first);
+        }
+      } else {
+        text += ": " + rank_list(by_param[0].second);
+      }
+      y += text_block(w, kBarX + 10, y, kBarW - 10, text, 11,
+                      {{"class", "fail-text"}, {"fill", kFailRed}});
+    }
+    y += 8;
+  }
+}
+
+void draw_stage(SvgWriter& w, double& y, const PictureInput& in, const PictureStage& st) {
+  const model::CaseSpec& c = st.c;
+  const StageModel m = stage_model(c);
+  const int d0 = st.stage * in.dp, d1 = d0 + in.dp - 1;
+  std::string heading = "Stage " + std::to_string(st.stage) + " (ranks " + std::to_string(d0) +
+                        " to " + std::to_string(d1) + ", DP " + std::to_string(in.dp) + ")";
+  bool has_expert = false;
+  for (const auto& p : c.params) has_expert |= p.is_expert;
+  w.line(kMargin, y + 2, kWidth - kMargin, y + 2, "#bbbbbb", 1);
+  w.text(kMargin, y + 20, heading, 14, {{"font-weight", "bold"}, {"fill", kInk}});
+  y += 26;
+  if (has_expert && in.ep > 1) {
+    y += text_block(w, kMargin, y, kWidth - 2 * kMargin,
+                    "Expert buffers of EP rank " + std::to_string(st.ep_rank) + " (DP ranks " +
+                        std::to_string(st.ep_rank) + " + k * " + std::to_string(in.ep) +
+                        "); the other EP ranks hold the same structure with other experts.",
+                    10, {{"fill", "#555555"}});
+  }
+  // Failures of this stage's ranks, by buffer (or the stage when the piece is not drawn here).
+  std::vector<const PictureRank*> stage_rows;
+  for (const auto& r : in.ranks) {
+    if (r.stage == st.stage) stage_rows.push_back(&r);
+  }
+  struct Mark {
+    int layout;
+    Piece piece;
+  };
+  std::vector<Mark> marks;
+  std::map<int, std::vector<const PictureRank*>> notes;  // layout index (-1: stage) -> rows
+  for (const PictureRank* r : stage_rows) {
+    if (r->ok) continue;
+    int layout = -1;
+    auto p = m.param_by_name.find(r->failing_param);
+    if (p != m.param_by_name.end()) {
+      const int li = m.param_layout.at(p->second);
+      const bool expert = c.params[static_cast<size_t>(p->second)].is_expert;
+      const int shard = !expert ? r->dp_rank
+                                : (r->ep_rank == st.ep_rank ? r->dp_rank / in.ep : -1);
+      for (const Piece& piece : m.pieces[static_cast<size_t>(li)]) {
+        if (piece.param == p->second && piece.shard == shard) {
+          marks.push_back({li, piece});
+          layout = li;
+        }
+      }
+    }
+    notes[layout].push_back(r);
+  }
+  auto write_notes = [&](int layout) {
+    auto it = notes.find(layout);
+    if (it == notes.end()) return;
+    for (const FailGroup& g : fail_groups(it->second)) {
+      const std::string line = g.variant + (g.ranks.size() == 1 ? " rank " : " ranks ") +
+                               rank_list(g.ranks) + (g.ranks.size() == 1 ? " fails" : " fail") +
+                               (g.failing_param.empty() ? "" : " on " + g.failing_param) + ": " +
+                               without_first(g.outcome);
+      y += text_block(w, kBarX, y, kBarW, line, 10, {{"class", "fail-text"}, {"fill", kFailRed}});
+    }
+  };
+  write_notes(-1);
+  // Heat rows: one per variant that compared this stage.
+  std::vector<std::string> heat_variants;
+  if (in.steps > 0) {
+    for (const std::string& v : in.variants) {
+      for (const PictureRank* r : stage_rows) {
+        if (r->variant == v && !r->param_diff.empty()) {
+          heat_variants.push_back(v);
+          break;
+        }
+      }
+    }
+  }
+  // The measured differences by (variant, rank), per parameter name.
+  std::map<std::pair<std::string, int>, std::map<std::string, double>> heat_rows;
+  for (const PictureRank* r : stage_rows) {
+    for (const auto& [name, d] : r->param_diff) heat_rows[{r->variant, r->rank}][name] = d;
+  }
+  for (size_t li = 0; li < m.layouts.size(); ++li) {
+    const model::BufferLayout& layout = m.layouts[li];
+    const bool expert = layout.key.is_expert;
+    const int64_t numel = std::max<int64_t>(1, layout.numel());
+    const double scale = kBarW / static_cast<double>(numel);
+    auto px = [&](int64_t e) { return kBarX + static_cast<double>(e) * scale; };
+    int64_t in_params = 0;
+    for (const auto& pl : layout.placements) in_params += pl.range.size();
+    const std::string label =
+        "chunk " + std::to_string(layout.chunk) + " · " + model::dtype_name(layout.key.param_dtype) +
+        (expert ? " expert" : " dense") + " buffer · " + std::to_string(layout.placements.size()) +
+        " parameters · " + with_commas(layout.numel()) + " elements, " +
+        with_commas(layout.numel() - in_params) + " of them padding · " +
+        std::to_string(layout.buckets.size()) +
+        (layout.buckets.size() == 1 ? " bucket" : " buckets") + " · sharded over " +
+        (expert ? "expert DP " : "DP ") + std::to_string(layout.dp);
+    w.open("g", {{"class", "buffer"}, {"data-stage", std::to_string(st.stage)},
+                 {"data-chunk", std::to_string(layout.chunk)}});
+    y += text_block(w, kBarX, y, kBarW, label, 10, {{"fill", kInk}});
+    // Bucket labels.
+    if (layout.buckets.size() > 1) {
+      for (size_t b = 0; b < layout.buckets.size(); ++b) {
+        const auto& r = layout.buckets[b];
+        fitted_label(w, px(r.start), px(r.end) - px(r.start), y + 10,
+                     {"bucket " + std::to_string(b) + " " + range_text(r.start, r.end),
+                      "bucket " + std::to_string(b), "b" + std::to_string(b)},
+                     9, "#444444");
+      }
+      y += 13;
+    }
+    const double bar_y = y;
+    gutter_label(w, bar_y + 13, "parameters", 10, {{"fill", "#555555"}});
+    w.rect(kBarX, bar_y, kBarW, kBarH, {{"fill", "url(#pad)"}});
+    const std::vector<Run> runs = param_runs(c, layout, scale);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const Run& r = runs[i];
+      const double x0 = px(r.start), x1 = std::max(px(r.end), x0 + 1.5);
+      w.rect(x0, bar_y, x1 - x0, kBarH, {{"fill", dtype_fill(r.dtype, static_cast<int>(i % 2))}},
+             r.title);
+    }
+    // Keep-fp32 marks: one band over each stretch of marked runs.
+    for (size_t i = 0; i < runs.size();) {
+      if (!runs[i].keep) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < runs.size() && runs[j].keep && runs[j].bucket == runs[i].bucket &&
+             static_cast<double>(runs[j].start - runs[j - 1].end) * scale < 1.5) {
+        ++j;
+      }
+      const double x0 = px(runs[i].start), x1 = std::max(px(runs[j - 1].end), x0 + 0.8);
+      w.rect(x0, bar_y, x1 - x0, 4, {{"fill", "#000000"}});
+      i = j;
+    }
+    // Placement strip.
+    const double strip_y = bar_y + kBarH + 2;
+    gutter_label(w, strip_y + 8, c.cpu_offload ? "placement" : "no offload", 10,
+                 {{"fill", "#555555"}});
+    w.rect(kBarX, strip_y, kBarW, kStripH, {{"fill", "#f4f4f4"}});
+    const auto& pieces = m.pieces[li];
+    // Neighbouring pieces of one rank and one side merge when the padding between them is under
+    // 3 px, or always when the parameters are drawn per layer.
+    const bool per_param = runs.size() == layout.placements.size();
+    for (size_t i = 0; i < pieces.size();) {
+      size_t j = i + 1;
+      int64_t end = pieces[i].world.end;
+      while (j < pieces.size() && pieces[j].shard == pieces[i].shard &&
+             pieces[j].offloaded == pieces[i].offloaded &&
+             (!per_param || static_cast<double>(pieces[j].world.start - end) * scale < 3) &&
+             pieces[j].world.start >= end) {
+        end = pieces[j].world.end;
+        ++j;
+      }
+      const double x0 = px(pieces[i].world.start), x1 = std::max(px(end), x0 + 0.8);
+      const std::string title =
+          "rank " + std::to_string(global_rank(in, st, expert, pieces[i].shard)) + ": " +
+          std::to_string(j - i) + (j - i == 1 ? " piece " : " pieces ") +
+          (pieces[i].offloaded ? "offloaded to the host" : "on the accelerator") + " at " +
+          range_text(pieces[i].world.start, end) +
+          (j - i == 1 ? " (" + c.params[static_cast<size_t>(pieces[i].param)].name + ")" : "");
+      w.rect(x0, strip_y, x1 - x0, kStripH,
+             {{"fill", pieces[i].offloaded ? kHostFill : kDeviceFill}}, title);
+      i = j;
+    }
+    double bottom = strip_y + kStripH;
+    // Heat strips.
+    for (const std::string& v : heat_variants) {
+      const double hy = bottom + 3;
+      gutter_label(w, hy + 8, "diff " + v, 9, {{"fill", "#555555"}});
+      w.rect(kBarX, hy, kBarW, kHeatH, {{"fill", "#f4f4f4"}});
+      // Each piece's difference (NaN: not measured), then stretches of one rank and one colour.
+      std::vector<double> diffs(pieces.size(), std::nan(""));
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        auto row = heat_rows.find({v, global_rank(in, st, expert, pieces[i].shard)});
+        if (row == heat_rows.end()) continue;
+        auto d = row->second.find(c.params[static_cast<size_t>(pieces[i].param)].name);
+        if (d != row->second.end()) diffs[i] = d->second;
+      }
+      for (size_t i = 0; i < pieces.size();) {
+        if (std::isnan(diffs[i])) {
+          ++i;
+          continue;
+        }
+        const std::string fill = heat_fill(diffs[i]);
+        size_t j = i + 1;
+        double worst = diffs[i];
+        while (j < pieces.size() && pieces[j].shard == pieces[i].shard && !std::isnan(diffs[j]) &&
+               heat_fill(diffs[j]) == fill &&
+               (!per_param ||
+                static_cast<double>(pieces[j].world.start - pieces[j - 1].world.end) * scale < 3)) {
+          worst = std::max(worst, diffs[j]);
+          ++j;
+        }
+        const double x0 = px(pieces[i].world.start),
+                     x1 = std::max(px(pieces[j - 1].world.end), x0 + 0.8);
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3g", worst);
+        const int g = global_rank(in, st, expert, pieces[i].shard);
+        w.rect(x0, hy, x1 - x0, kHeatH, {{"fill", fill}},
+               v + " rank " + std::to_string(g) + ", " +
+                   (j - i == 1 ? c.params[static_cast<size_t>(pieces[i].param)].name
+                               : std::to_string(j - i) + " pieces") +
+                   ": max |port - reference| " + buf + " after " + std::to_string(in.steps) +
+                   " steps");
+        i = j;
+      }
+      bottom = hy + kHeatH;
+    }
+    // Shard and bucket edges.
+    for (const auto& b : layout.buckets) {
+      const int64_t shard = b.size() / std::max<int64_t>(1, layout.dp);
+      const double shard_px = static_cast<double>(shard) * scale;
+      const int64_t step = shard_px >= 3 ? 1 : static_cast<int64_t>(std::ceil(3 / std::max(shard_px, 1e-9)));
+      for (int64_t k = step; k < layout.dp; k += step) {
+        const double x = px(b.start + k * shard);
+        w.line(x, bar_y - 2, x, bottom + 2, "#333333", 1);
+      }
+    }
+    for (const auto& b : layout.buckets) {
+      w.line(px(b.start), bar_y - 3, px(b.start), bottom + 3, "#000000", 2.5);
+      w.line(px(b.end), bar_y - 3, px(b.end), bottom + 3, "#000000", 2.5);
+    }
+    // Failure marks.
+    for (const Mark& mk : marks) {
+      if (mk.layout != static_cast<int>(li)) continue;
+      const double x0 = px(mk.piece.world.start);
+      const double wdt = std::max(px(mk.piece.world.end) - x0, 4.0);
+      w.rect(x0 - 1, bar_y - 1, wdt + 2, bottom - bar_y + 2,
+             {{"class", "fail-mark"}, {"fill", "none"}, {"stroke", kFailRed}, {"stroke-width", "2"}},
+             "rank " + std::to_string(global_rank(in, st, expert, mk.piece.shard)) +
+                 " fails on this piece of " + c.params[static_cast<size_t>(mk.piece.param)].name);
+    }
+    for (const Run& r : runs) {
+      fitted_label(w, px(r.start), px(r.end) - px(r.start), bar_y + 13, r.labels, 9, kInk, true);
+    }
+    // Rank labels under the shards.
+    double label_y = bottom + 11;
+    for (const auto& b : layout.buckets) {
+      const int64_t shard = b.size() / std::max<int64_t>(1, layout.dp);
+      for (int64_t k = 0; k < layout.dp; ++k) {
+        const int g = global_rank(in, st, expert, static_cast<int>(k));
+        const double x0 = px(b.start + k * shard), x1 = px(b.start + (k + 1) * shard);
+        fitted_label(w, x0, x1 - x0, label_y,
+                     {"rank " + std::to_string(g), "r" + std::to_string(g), std::to_string(g)}, 9,
+                     "#333333");
+      }
+    }
+    y = label_y + 3;
+    write_notes(static_cast<int>(li));
+    w.close();
+    y += 5;
+  }
+}
+
+}  // namespace
+
+std::string draw_svg(const PictureInput& in) {
+  SvgWriter w;
+  w.open("defs");
+  w.open("pattern", {{"id", "pad"},
+                     {"width", "6"},
+                     {"height", "6"},
+                     {"patternUnits", "userSpaceOnUse"},
+                     {"patternTransform", "rotate(45)"}});
+  w.rect(0, 0, 6, 6, {{"fill", "#eeeeee"}});
+  w.line(0, 0, 0, 6, "#bbbbbb", 2);
+  w.close();
+  w.close();
+  double y = kMargin;
+  w.rect(0, 0, kWidth, 1, {{"fill", "#ffffff"}});  // replaced below by the full background
+  w.text(kMargin, y + 18, in.title, 18, {{"font-weight", "bold"}, {"fill", kInk}});
+  y += 26;
+  y += text_block(w, kMargin, y, kWidth - 2 * kMargin, in.header, 10,
+                  {{"fill", "#444444"}, {"class", "config"}});
+  y += 8;
+  legend(w, y, in);
+  outcome_grid(w, y, in);
+  for (const PictureStage& st : in.stages) draw_stage(w, y, in, st);
+  y += kMargin;
+  std::string svg = w.finish(kWidth, y);
+  // A white background the height of the picture (renderers default to transparent).
+  const std::string first = "<rect x=\"0\" y=\"0\" width=\"" + svg_number(kWidth) +
+                            "\" height=\"1\" fill=\"#ffffff\"/>";
+  const size_t at = svg.find(first);
+  if (at != std::string::npos) {
+    svg.replace(at, first.size(),
+                "<rect x=\"0\" y=\"0\" width=\"" + svg_number(kWidth) + "\" height=\"" +
+                    svg_number(y) + "\" fill=\"#ffffff\"/>");
+  }
+  return svg;
+}
+
+std::string draw_html(const PictureInput& in, const std::string& svg) {
+  std::string h;
+  h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>" +
+       xml_escape(in.title) + "</title>\n<style>\n"
+       "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:16px;color:#222}\n"
+       "table{border-collapse:collapse;font-size:12px;margin:8px 0 24px}\n"
+       "th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}\n"
+       "td.text,th.text{text-align:left}\n"
+       "tr.fail td{background:#fde0e0;color:#a00000}\n"
+       "code{font-size:12px}\n</style>\n</head>\n<body>\n";
+  h += "<h1>" + xml_escape(in.title) + "</h1>\n<p><code>" + xml_escape(in.header) + "</code></p>\n";
+  const size_t svg_start = svg.find("<svg");
+  h += svg_start == std::string::npos ? svg : svg.substr(svg_start);
+  h += "<h2>Ranks</h2>\n<table>\n<tr><th class=\"text\">variant</th><th>rank</th><th>stage</th>"
+       "<th>dp</th><th>ep</th><th>params</th><th>fp32</th><th>pieces</th><th>fp32</th>"
+       "<th>accel_bytes</th><th>host_bytes</th><th>max_diff</th>"
+       "<th class=\"text\">outcome</th></tr>\n";
+  for (const PictureRank& r : in.ranks) {
+    char diff[32] = "-";
+    if (r.max_diff) std::snprintf(diff, sizeof diff, "%.3g", *r.max_diff);
+    h += std::string("<tr") + (r.ok ? "" : " class=\"fail\"") + "><td class=\"text\">" +
+         xml_escape(r.variant) + "</td><td>" + std::to_string(r.rank) + "</td><td>" +
+         std::to_string(r.stage) + "</td><td>" + std::to_string(r.dp_rank) + "</td><td>" +
+         std::to_string(r.ep_rank) + "</td><td>" + std::to_string(r.params) + "</td><td>" +
+         std::to_string(r.params_fp32_kept) + "</td><td>" + std::to_string(r.pieces) +
+         "</td><td>" + std::to_string(r.pieces_fp32) + "</td><td>" +
+         (r.ok ? std::to_string(r.accel_bytes) : "-") + "</td><td>" +
+         (r.ok ? std::to_string(r.host_bytes) : "-") + "</td><td>" + diff +
+         "</td><td class=\"text\">" + xml_escape(r.outcome) + "</td></tr>\n";
+  }
+  h += "</table>\n<h2>Buffers</h2>\n<table>\n<tr><th>stage</th><th>chunk</th>"
+       "<th class=\"text\">dtype</th><th class=\"text\">kind</th><th>parameters</th>"
+       "<th>keep-fp32</th><th>elements</th><th>padding</th><th>buckets</th><th>sharded over</th>"
+       "</tr>\n";
+  for (const PictureStage& st : in.stages) {
+    for (const auto& layout : model::full_param_layout(st.c)) {
+      int64_t in_params = 0, keep = 0;
+      for (const auto& pl : layout.placements) {
+        in_params += pl.range.size();
+        keep += st.c.params[static_cast<size_t>(pl.param)].keep_in_fp32 ? 1 : 0;
+      }
+      h += "<tr><td>" + std::to_string(st.stage) + "</td><td>" + std::to_string(layout.chunk) +
+           "</td><td class=\"text\">" + model::dtype_name(layout.key.param_dtype) +
+           "</td><td class=\"text\">" + (layout.key.is_expert ? "expert" : "dense") + "</td><td>" +
+           std::to_string(layout.placements.size()) + "</td><td>" + std::to_string(keep) +
+           "</td><td>" + std::to_string(layout.numel()) + "</td><td>" +
+           std::to_string(layout.numel() - in_params) + "</td><td>" +
+           std::to_string(layout.buckets.size()) + "</td><td>" + std::to_string(layout.dp) +
+           "</td></tr>\n";
+    }
+  }
+  h += "</table>\n</body>\n</html>\n";
+  return h;
+}
+
+std::optional<std::string> write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return "cannot write " + path + ": " + std::strerror(errno);
+  f << text;
+  f.close();
+  if (!f) return "cannot write " + path + ": " + std::strerror(errno);
+  return std::nullopt;
+}
+
+}  // namespace sc::sim

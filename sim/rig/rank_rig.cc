@@ -1,0 +1,781 @@
+#include "sim/rig/rank_rig.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "sim/rig/host_block_cache.h"
+#include "sim/rig/rng.h"
+#include "sim/engines/engines.h"
+#include "sim/rig/stream_sim.h"
+#include "sim/port/distrib_optimizer.h"
+#include "sim/port/fused_adam.h"
+#include "sim/port/hybrid_optimizer.h"
+#include "sim/port/param_buffer.h"
+#include "sim/port/tensor_attrs.h"
+
+namespace sc::sim {
+
+model::DType to_model_dtype(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat:
+      return model::DType::kFloat32;
+    case torch::kBFloat16:
+      return model::DType::kBFloat16;
+    case torch::kHalf:
+      return model::DType::kFloat16;
+    default:
+      return model::DType::kFloat64;
+  }
+}
+
+torch::ScalarType to_torch_dtype(model::DType d) {
+  switch (d) {
+    case model::DType::kFloat32:
+      return torch::kFloat;
+    case model::DType::kBFloat16:
+      return torch::kBFloat16;
+    case model::DType::kFloat16:
+      return torch::kHalf;
+    case model::DType::kFloat64:
+      return torch::kDouble;
+  }
+  return torch::kFloat;
+}
+
+namespace {
+
+// Weight decay of group g: even groups decay, odd groups (the "no-decay" ones) do not.
+double group_weight_decay(int g) { return g % 2 == 0 ? 0.1 : 0.0; }
+
+torch::Tensor make_param(const model::ParamSpec& spec, torch::Device device, SplitMix64& rng) {
+  std::vector<float> values(static_cast<size_t>(spec.numel()));
+  for (float& v : values) v = rng.symmetric_unit();
+  torch::Tensor host = torch::from_blob(values.data(), {spec.numel()}, torch::kFloat).clone();
+  return host.view(spec.shape).to(device, to_torch_dtype(spec.dtype)).requires_grad_(true);
+}
+
+model::Range to_model(const sut::Range& r) { return model::Range{r.start, r.end}; }
+
+ObservedTensor observe(const torch::Tensor& t, int case_param, const sut::ModelParam& mp) {
+  ObservedTensor o;
+  o.param = case_param;
+  if (!t.defined()) return o;
+  o.dtype = to_model_dtype(t.scalar_type());
+  o.numel = t.numel();
+  o.is_leaf = t.is_leaf();
+  o.requires_grad = t.requires_grad();
+  o.has_grad_fn = t.grad_fn() != nullptr;
+  if (t.is_alias_of(mp.param) && t.scalar_type() == mp.param.scalar_type()) {
+    const auto bytes = static_cast<const char*>(t.data_ptr()) -
+                       static_cast<const char*>(mp.param.data_ptr());
+    const int64_t offset = bytes / static_cast<int64_t>(t.element_size());
+    if (offset >= 0 && offset + t.numel() <= mp.param.numel()) {
+      o.aliases_model = true;
+      o.alias_offset = offset;
+    }
+  }
+  o.model_has_main_param =
+      mp.main_param.defined() && mp.main_param.unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
+  return o;
+}
+
+}  // namespace
+
+struct RankRigImpl {
+  const model::CaseSpec c;  // a copy: the rig outlives temporaries
+  model::Instance instance;
+  int64_t rank;
+  sut::Behaviour behaviour;
+  torch::Device device;
+  std::vector<sut::ModelParam> params;
+  std::vector<int> case_index;  // port param -> case param
+  std::vector<std::vector<float>> initial;
+  std::vector<std::unique_ptr<sut::ParamAndGradBuffer>> buffers;
+  sut::TensorAttrs attrs;
+  std::unique_ptr<sut::DistributedOptimizer> dist;
+  std::vector<std::vector<torch::Tensor>> installed;  // per group, installed order
+  std::vector<std::vector<int>> installed_param;      // port param of each installed tensor
+  RankObservation obs;
+  // Every copy and step of the optimizers: torch's CUDA streams on a CUDA device, else the
+  // simulation (`simulated`, which also reports races).
+  std::unique_ptr<sut::Streams> streams;
+  SimulatedStreams* simulated = nullptr;
+
+  RankRigImpl(const model::CaseSpec& c_, model::Instance inst, int64_t r, const sut::Behaviour& b,
+              torch::Device d, const StreamSchedule& schedule)
+      : c(c_),
+        instance(inst),
+        rank(r),
+        behaviour(b),
+        device(d) {
+    if (d.is_cuda()) streams = sut::make_cuda_streams();
+    if (!streams && !schedule.simulate) streams = std::make_unique<sut::ImmediateStreams>();
+    if (!streams) {
+      auto sim = std::make_unique<SimulatedStreams>(schedule.policy, schedule.seed);
+      simulated = sim.get();
+      streams = std::move(sim);
+    }
+  }
+  // The host waits for the device before it reads or changes tensors itself.
+  void drain() const { streams->synchronize(); }
+  void build(uint64_t seed);
+  const sut::HybridDeviceOptimizer* hdo() const {
+    return dist ? dynamic_cast<const sut::HybridDeviceOptimizer*>(&dist->optimizer()) : nullptr;
+  }
+  // The precision-aware FusedAdam without offload, if that is the inner optimizer.
+  const sut::FusedAdam* fused() const {
+    return dist ? dynamic_cast<const sut::FusedAdam*>(&dist->optimizer()) : nullptr;
+  }
+};
+
+void RankRigImpl::build(uint64_t seed) {
+  obs.instance = instance;
+  obs.rank = rank;
+  const bool expert = instance == model::Instance::kExpert;
+  const int64_t dp = model::instance_dp(c, instance);
+
+  // Every parameter of the case draws its values from the seed, so all ranks agree.
+  SplitMix64 rng(seed);
+  for (int i = 0; i < static_cast<int>(c.params.size()); ++i) {
+    const model::ParamSpec& spec = c.params[i];
+    torch::Tensor t = make_param(spec, device, rng);
+    initial.push_back(std::vector<float>(static_cast<size_t>(spec.numel())));
+    torch::Tensor values = t.detach().to(torch::kCPU, torch::kFloat).contiguous().view(-1);
+    std::copy(values.data_ptr<float>(), values.data_ptr<float>() + spec.numel(),
+              initial.back().begin());
+    if (spec.is_expert != expert) continue;
+    sut::ModelParam mp;
+    mp.name = spec.name;
+    mp.param = t;
+    mp.shared_embedding = spec.shared_embedding;
+    mp.allreduce = !spec.is_expert;
+    params.push_back(std::move(mp));
+    case_index.push_back(i);
+  }
+
+  sut::DdpConfig ddp;
+  ddp.grad_reduce_in_fp32 = c.grad_reduce_in_fp32;
+  ddp.pad_buckets_for_high_nccl_busbw = c.pad_for_high_nccl_busbw;
+  if (behaviour.mutant_align_32) ddp.param_alignment = 32;
+  if (behaviour.mutant_align_off_by_one) ddp.param_alignment = 63;
+  ddp.bucket_pad_product = behaviour.mutant_bucket_pad_product;
+  ddp.forward_order = behaviour.mutant_forward_order;
+  std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs;
+  std::map<int, std::vector<int>> chunks;  // model chunk -> its params, ascending chunks
+  for (size_t i = 0; i < params.size(); ++i) {
+    chunks[c.params[case_index[i]].chunk].push_back(static_cast<int>(i));
+  }
+  for (const auto& [chunk, members] : chunks) {
+    sut::DdpConfig chunk_ddp = ddp;  // each model chunk is its own DDP instance
+    chunk_ddp.bucket_size = model::chunk_bucket_size(c, chunk);
+    for (auto& [key, in_buffer] :
+         sut::group_params_for_buffers(params, members, ddp.grad_reduce_in_fp32)) {
+      buffers.push_back(std::make_unique<sut::ParamAndGradBuffer>(chunk_ddp, key, params,
+                                                                  in_buffer, dp, rank, device));
+      buffer_ptrs.push_back(buffers.back().get());
+    }
+  }
+
+  for (size_t k = 0; k < buffers.size(); ++k) {
+    if (buffers[k]->param_data().defined()) {
+      streams->name(buffers[k]->param_data(), "param buffer " + std::to_string(k));
+    }
+    streams->name(buffers[k]->grad_data(), "grad buffer " + std::to_string(k));
+  }
+  for (const auto& mp : params) streams->name(mp.param, mp.name);
+  // The inner optimizer over the full model params, one group per distinct group index.
+  std::vector<int> group_ids;
+  for (const model::ParamSpec& p : c.params) {
+    if (p.is_expert == expert) group_ids.push_back(p.group);
+  }
+  std::sort(group_ids.begin(), group_ids.end());
+  group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (int g : group_ids) {
+    std::vector<torch::Tensor> members;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (c.params[case_index[i]].group == g) members.push_back(params[i].param);
+    }
+    if (c.cpu_offload) {
+      sut::HdoOptions o;
+      o.weight_decay(group_weight_decay(g));
+      groups.emplace_back(members, std::make_unique<sut::HdoOptions>(o));
+    } else if (c.precision_aware) {
+      groups.emplace_back(members, std::make_unique<sut::FusedAdamOptions>(
+                                       sut::FusedAdamOptions().weight_decay(group_weight_decay(g))));
+    } else {
+      groups.emplace_back(members, std::make_unique<torch::optim::AdamWOptions>(
+                                       torch::optim::AdamWOptions(1e-3).weight_decay(
+                                           group_weight_decay(g))));
+    }
+  }
+  std::unique_ptr<torch::optim::Optimizer> inner;
+  if (c.cpu_offload) {
+    sut::HdoOptions defaults;
+    defaults.offload_fraction(c.offload_fraction)
+        .param_update_in_fp32(true)
+        .overlap_cpu_optimizer_d2h_h2d(c.overlap_cpu_optimizer_d2h_h2d);
+    inner = std::make_unique<sut::HybridDeviceOptimizer>(std::move(groups), defaults, device,
+                                                         &attrs, behaviour, streams.get(),
+                                                         engines::engine_for(behaviour).get());
+  } else if (c.precision_aware) {
+    // The factory's precision-aware TE FusedAdam: master weights, decoupled grads, remainders.
+    sut::FusedAdamFlags flags;
+    flags.use_decoupled_grad = true;
+    flags.master_weights = !behaviour.mutant_pa_no_master_weights;
+    flags.store_param_remainders = c.store_param_remainders;
+    inner = std::make_unique<sut::FusedAdam>(std::move(groups), sut::FusedAdamOptions(), &attrs,
+                                             flags, behaviour);
+  } else {
+    // Without Transformer Engine (the factory's USING_PYTORCH_OPTIMIZER): torch's AdamW.
+    inner = std::make_unique<torch::optim::AdamW>(std::move(groups));
+  }
+
+  sut::OptimizerConfig config;
+  config.use_precision_aware_optimizer_no_fp8_or_ds_fp8 = c.precision_aware;
+  config.store_param_remainders = c.store_param_remainders;
+  for (const model::ParamSpec& p : c.params) config.bf16 = config.bf16 || p.dtype == model::DType::kBFloat16;
+  auto probe = [&](const sut::DistributedOptimizer& d) {
+    for (const sut::GbufRangeMap& map : d.gbuf_ranges()) {
+      model::BufferRanges br{model::BufferKey{to_model_dtype(map.param_dtype),
+                                              to_model_dtype(map.grad_dtype), expert},
+                             {}};
+      for (const sut::BucketRangeMap& b : map.buckets) {
+        model::BucketRanges mb{to_model(b.gbuf_world), {}};
+        for (const auto& [p, r] : b.param_map) {
+          mb.param_map.push_back(model::ParamRanges{case_index[p], to_model(r.gbuf_world),
+                                                    to_model(r.gbuf_world_in_bucket),
+                                                    to_model(r.gbuf_local), to_model(r.param)});
+        }
+        br.buckets.push_back(std::move(mb));
+      }
+      obs.ranges.push_back(std::move(br));
+    }
+    for (size_t g = 0; g < d.opt_group_ranges().size(); ++g) {
+      std::vector<int> order = d.model_fp32_groups()[g];
+      order.insert(order.end(), d.model_float16_groups()[g].begin(),
+                   d.model_float16_groups()[g].end());
+      const auto& tensors = d.installed(g);
+      std::vector<ObservedTensor> group;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        group.push_back(observe(tensors[i], case_index[order[i]], params[order[i]]));
+      }
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        if (!group[i].aliases_model && tensors[i].defined()) {
+          streams->name(tensors[i], "fp32 main param of " + params[order[i]].name);
+        }
+      }
+      obs.groups.push_back(std::move(group));
+      installed.push_back(tensors);
+      installed_param.push_back(order);
+    }
+    for (const auto& [p, where] : d.model_param_group_index_map()) {
+      obs.index_map[case_index[p]] = where;
+    }
+  };
+
+  try {
+    dist = std::make_unique<sut::DistributedOptimizer>(std::move(inner), config, params,
+                                                       buffer_ptrs, behaviour, device, &attrs,
+                                                       probe, streams.get());
+  } catch (const sut::TypeErrorLike& e) {
+    obs.error = e.what();
+    obs.error_type = "TypeError";
+  } catch (const c10::Error& e) {
+    obs.error = e.msg();
+    // torch.optim raises ValueError for the leaf check; other checks are assertions.
+    obs.error_type = *obs.error == "can't optimize a non-leaf Tensor" ? "ValueError"
+                                                                      : "RuntimeError";
+    for (const auto& g : obs.groups) {
+      for (const auto& t : g) {
+        if (obs.failing_param < 0 && !t.is_leaf) obs.failing_param = t.param;
+      }
+    }
+  }
+  if (!dist) return;
+  // Identifier keys of the optimizer groups: unique per group, as Megatron's groups are.
+  std::vector<sut::GroupKey> keys;
+  for (const sut::GroupRange& gr : dist->opt_group_ranges()) {
+    const int id = group_ids.at(static_cast<size_t>(gr.orig_group));
+    keys.push_back(sut::GroupKey{group_weight_decay(id) > 0 ? 1.0 : 0.0, 1.0 + id, expert, false});
+  }
+  dist->set_group_keys(std::move(keys));
+
+  const auto& final_groups = dist->optimizer().param_groups();
+  obs.final_groups_match = final_groups.size() == installed.size();
+  for (size_t g = 0; obs.final_groups_match && g < installed.size(); ++g) {
+    const auto& have = final_groups[g].params();
+    obs.final_groups_match = have.size() == installed[g].size();
+    for (size_t i = 0; obs.final_groups_match && i < have.size(); ++i) {
+      obs.final_groups_match =
+          have[i].unsafeGetTensorImpl() == installed[g][i].unsafeGetTensorImpl();
+    }
+  }
+  for (const auto& b : buffers) {
+    obs.accel_bytes += b->grad_data().nbytes();
+    if (b->param_data().defined()) obs.accel_bytes += b->param_data().nbytes();
+  }
+  const sut::HybridDeviceOptimizer* h = hdo();
+  for (size_t g = 0; g < installed.size(); ++g) {
+    for (size_t i = 0; i < installed[g].size(); ++i) {
+      const torch::Tensor& t = installed[g][i];
+      if (!obs.groups[g][i].aliases_model) obs.accel_bytes += t.nbytes();  // fp32 main clone
+      if (!h) continue;
+      const torch::Tensor inner_t = h->inner_param(t);
+      if (h->is_offloaded(t)) {
+        ++obs.offloaded_tensors;
+        obs.host_bytes += inner_t.nbytes();
+      } else if (inner_t.unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) {
+        obs.accel_bytes += inner_t.nbytes();  // fp32 copy of a 16-bit shard
+      }
+    }
+  }
+}
+
+namespace {
+
+std::vector<float> to_floats(const torch::Tensor& t) {
+  torch::Tensor f = t.detach().to(torch::kCPU, torch::kFloat).contiguous().view(-1);
+  return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+}
+
+}  // namespace
+
+RankRig::RankRig(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+                 const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
+                 const StreamSchedule& schedule)
+    : impl_((keep_large_host_blocks(),
+             std::make_unique<RankRigImpl>(c, instance, rank, behaviour, device, schedule))) {
+  impl_->build(seed);
+}
+
+std::vector<std::string> RankRig::pageable_copies() const {
+  std::vector<std::string> out;
+  if (!impl_->simulated) return out;
+  const auto& program = impl_->simulated->program();
+  for (size_t i = 0; i < program.ops().size(); ++i) {
+    const auto& op = program.ops()[i];
+    if (!op.host_synchronous) continue;
+    std::string where;
+    for (const auto& r : op.reads) where += (where.empty() ? "" : ", ") + r.buffer;
+    out.push_back("#" + std::to_string(i) + " \"" + op.what + "\" on " +
+                  program.stream_name(op.stream) + " from " + where);
+  }
+  return out;
+}
+
+std::vector<std::string> RankRig::stream_races() const {
+  return impl_->simulated ? impl_->simulated->race_reports() : std::vector<std::string>{};
+}
+
+RankRig::~RankRig() = default;
+
+const RankObservation& RankRig::construction() const { return impl_->obs; }
+
+const std::vector<std::vector<float>>& RankRig::initial_values() const { return impl_->initial; }
+
+void RankRig::step(const model::StepInputs& in) {
+  RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::step: construction failed");
+  torch::NoGradGuard no_grad;
+  // The forward and backward pass on the current stream: it reads every parameter and leaves
+  // the reduce-scatter's result in the main grads (every element holds the DP-reduced gradient).
+  std::vector<torch::Tensor> reads, writes, values;
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    const auto& g = in.grads.at(r.case_index[i]);
+    values.push_back(torch::from_blob(const_cast<float*>(g.data()),
+                                      {static_cast<int64_t>(g.size())}, torch::kFloat)
+                         .clone());
+    reads.push_back(r.params[i].param.detach());
+    writes.push_back(r.params[i].main_grad);
+  }
+  r.streams->enqueue(sut::Streams::kCurrent, "forward and backward", reads, writes,
+                     [&r, values] {
+                       for (size_t i = 0; i < r.params.size(); ++i) {
+                         r.params[i].main_grad.view(-1).copy_(values[i]);
+                       }
+                     });
+  // The LR schedule writes lr and weight decay into the optimizer's groups.
+  auto& groups = r.dist->optimizer().param_groups();
+  std::vector<int> group_ids;
+  for (const auto& p : r.c.params) {
+    if (p.is_expert == (r.instance == model::Instance::kExpert)) group_ids.push_back(p.group);
+  }
+  std::sort(group_ids.begin(), group_ids.end());
+  group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const model::AdamWHyper& h = in.group_hyper.at(group_ids[k]);
+    auto& o = groups[k].options();
+    if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&o)) {
+      a->lr(h.lr).betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(h.weight_decay);
+    } else if (auto* f = dynamic_cast<sut::FusedAdamOptions*>(&o)) {
+      f->lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
+    } else {
+      auto& hd = static_cast<sut::HdoOptions&>(o);
+      hd.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
+    }
+  }
+  r.dist->step();
+}
+
+void RankRig::set_model_values(const std::vector<std::vector<float>>& values) {
+  impl_->drain();
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(values.size() == impl_->params.size(), "one value vector per parameter");
+  for (size_t i = 0; i < values.size(); ++i) {
+    torch::Tensor& p = impl_->params[i].param;
+    p.detach().view(-1).copy_(torch::tensor(values[i]).to(p.device(), p.scalar_type()));
+  }
+}
+
+void RankRig::zero_grad(bool set_to_none) {
+  impl_->drain();
+  TORCH_CHECK(impl_->dist, "RankRig::zero_grad: construction failed");
+  impl_->dist->zero_grad(set_to_none);
+}
+
+void RankRig::reload_model_params() {
+  impl_->drain();
+  TORCH_CHECK(impl_->dist, "RankRig::reload_model_params: construction failed");
+  impl_->dist->reload_model_params();
+}
+
+std::vector<float> RankRig::model_piece(size_t g, size_t i) const {
+  impl_->drain();
+  const RankRigImpl& r = *impl_;
+  const int p = r.installed_param[g][i];
+  const auto& range = r.dist->ranges_of(p).param;
+  return to_floats(r.params[p].param.detach().view(-1).slice(0, range.start, range.end));
+}
+
+std::vector<float> RankRig::optimizer_piece(size_t g, size_t i) const {
+  impl_->drain();
+  const RankRigImpl& r = *impl_;
+  const torch::Tensor& t = r.installed[g][i];
+  if (const auto* h = r.hdo()) return to_floats(h->inner_param(t));
+  if (const auto* f = r.fused()) return to_floats(f->master_of(t));
+  return to_floats(t);
+}
+
+ObservedState RankRig::state(size_t g, size_t i) const {
+  impl_->drain();
+  const RankRigImpl& r = *impl_;
+  const torch::Tensor& t = r.installed[g][i];
+  ObservedState out;
+  if (const auto* h = r.hdo()) {
+    const sut::HdoParamState* s = h->state_of(t);
+    if (!s) return out;
+    out = ObservedState{to_floats(s->exp_avg), to_floats(s->exp_avg_sq),
+                        to_floats(s->master_param), s->step, true};
+    return out;
+  }
+  if (const auto* f = r.fused()) {
+    const sut::FusedAdamState* s = f->state_of(t);
+    if (!s) return out;
+    const auto& groups = f->param_groups();
+    return ObservedState{to_floats(s->exp_avg()), to_floats(s->exp_avg_sq()),
+                         to_floats(f->master_of(t)),
+                         static_cast<const sut::FusedAdamOptions&>(groups.at(g).options()).step(),
+                         true};
+  }
+  const auto& state = r.dist->optimizer().state();
+  auto it = state.find(c10::guts::to_string(t.unsafeGetTensorImpl()));
+  if (it == state.end()) return out;
+  const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+  return ObservedState{to_floats(s.exp_avg()), to_floats(s.exp_avg_sq()), to_floats(t), s.step(),
+                       true};
+}
+
+ObservedPlacement RankRig::placement(size_t g, size_t i) const {
+  const RankRigImpl& r = *impl_;
+  ObservedPlacement out;
+  const auto* h = r.hdo();
+  if (!h) return out;
+  const torch::Tensor& t = r.installed[g][i];
+  out.offloaded = h->is_offloaded(t);
+  out.fp32_copy = h->has_fp32_copy(t);
+  const torch::Tensor inner = h->inner_param(t);
+  out.host_pinned = out.offloaded && inner.is_pinned();
+  out.cpu_optimizer = h->cpu_optimizer_index(t);
+  out.stepped_on_host = h->on_host(inner);
+  for (const auto& [name, v] : h->state_tensors(t)) {
+    if (name != "step") out.state_on_host[name] = h->on_host(v);  // the port's step is a count
+  }
+  return out;
+}
+
+uint64_t RankRig::digest() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t k = 0; k < bytes; ++k) h = (h ^ p[k]) * 0x100000001b3ull;
+  };
+  auto mix_floats = [&](const std::vector<float>& v) { mix(v.data(), v.size() * sizeof(float)); };
+  const RankRigImpl& r = *impl_;
+  if (!r.dist) return h;
+  for (size_t g = 0; g < r.installed.size(); ++g) {
+    for (size_t i = 0; i < r.installed[g].size(); ++i) {
+      mix_floats(model_piece(g, i));
+      mix_floats(optimizer_piece(g, i));
+      const ObservedState s = state(g, i);
+      mix_floats(s.exp_avg);
+      mix_floats(s.exp_avg_sq);
+      mix(&s.step, sizeof s.step);
+    }
+  }
+  return h;
+}
+
+int RankRig::num_cpu_optimizers() const {
+  const auto* h = impl_->hdo();
+  return h ? static_cast<int>(h->num_cpu_optimizers()) : 0;
+}
+
+bool RankRig::has_accelerator_optimizer() const {
+  const auto* h = impl_->hdo();
+  return h && h->has_gpu_optimizer();
+}
+
+struct CheckpointImpl {
+  std::vector<torch::Tensor> weights;                   // per port param
+  std::vector<std::vector<torch::Tensor>> main_params;  // shard_fp32_from_float16 groups
+  sut::HdoStateDict hdo;                                // hybrid optimizer only
+  sut::DistOptStateDict dist;                           // DistributedOptimizer.state_dict()
+  std::vector<sut::ParamStateTensors> param_state;      // fs_model_space tensors, copies
+  std::string dist_error;  // what saving the distributed checkpoint raised, if anything
+};
+
+Checkpoint RankRig::save() const {
+  impl_->drain();
+  const RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::save: construction failed");
+  auto ck = std::make_shared<CheckpointImpl>();
+  for (const auto& mp : r.params) ck->weights.push_back(mp.param.detach().clone());
+  for (const auto& g : r.dist->shard_fp32_from_float16_groups()) {
+    std::vector<torch::Tensor> copies;
+    for (const auto& t : g) copies.push_back(t.defined() ? t.detach().clone() : torch::Tensor());
+    ck->main_params.push_back(std::move(copies));
+  }
+  if (r.hdo()) ck->hdo = r.hdo()->state_dict();
+  // The distributed checkpoint's part: what Megatron raises here (e.g. before the first step) is
+  // kept and raised again by load_distributed; the hybrid optimizer's own save still works.
+  try {
+    ck->dist = r.dist->state_dict();
+    for (const auto& t : r.dist->param_state_fs_model_space()) {
+      sut::ParamStateTensors copy;
+      for (const auto& [k, v] : t) copy[k] = v.detach().clone();
+      ck->param_state.push_back(std::move(copy));
+    }
+  } catch (const c10::Error& e) {
+    ck->dist_error = e.msg();
+  }
+  return Checkpoint{ck};
+}
+
+void RankRig::load(const Checkpoint& ck, bool map_to_host) {
+  impl_->drain();
+  RankRigImpl& r = *impl_;
+  auto* hdo = const_cast<sut::HybridDeviceOptimizer*>(r.hdo());
+  TORCH_CHECK(hdo, "RankRig::load: only the hybrid optimizer's state is loaded");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < r.params.size(); ++i) r.params[i].param.detach().copy_(ck.impl->weights[i]);
+  const auto& mains = r.dist->shard_fp32_from_float16_groups();
+  for (size_t g = 0; g < mains.size(); ++g) {
+    for (size_t i = 0; i < mains[g].size(); ++i) {
+      if (mains[g][i].defined()) mains[g][i].detach().copy_(ck.impl->main_params[g][i]);
+    }
+  }
+  hdo->load_state_dict(map_to_host ? hdo->mapped_to_host(ck.impl->hdo) : ck.impl->hdo);
+}
+
+void RankRig::load_distributed(const Checkpoint& ck) {
+  impl_->drain();
+  RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::load_distributed: construction failed");
+  TORCH_CHECK(ck.impl->dist_error.empty(), ck.impl->dist_error);
+  constexpr uint64_t kDummyStepSeed = 17;
+  // sharded_state_dict(is_loading=True).
+  r.dist->load_state_dict(r.dist->state_dict(), kDummyStepSeed);
+  std::vector<sut::ParamStateTensors> live = r.dist->param_state_fs_model_space();
+  // dist_checkpointing.load: every linked tensor filled in place; "step" is a plain entry and
+  // comes back as saved.
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < r.params.size(); ++i) r.params[i].param.detach().copy_(ck.impl->weights[i]);
+  TORCH_CHECK(live.size() == ck.impl->param_state.size(),
+              "checkpoint holds the state of ", ck.impl->param_state.size(), " params, not ",
+              live.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    for (auto& [k, v] : live[i]) {
+      auto it = ck.impl->param_state[i].find(k);
+      TORCH_CHECK(it != ck.impl->param_state[i].end(), "checkpoint lacks optimizer state '", k,
+                  "' of local param ", i);
+      if (k == "step") {
+        v = it->second.clone();
+      } else {
+        v.copy_(it->second);
+      }
+    }
+  }
+  sut::DistOptStateDict sd = ck.impl->dist;
+  sut::ParamStateDict state;
+  state.sharding = sut::ParamStateDict::Sharding::kFullyShardedModelSpace;
+  state.fs_model_space = std::move(live);
+  sd.param_state = std::move(state);
+  r.dist->load_state_dict(sd, kDummyStepSeed);
+}
+
+std::vector<model::AdamWHyper> RankRig::group_hyper_parameters() const {
+  TORCH_CHECK(impl_->dist, "RankRig::group_hyper_parameters: construction failed");
+  std::vector<model::AdamWHyper> out;
+  for (const sut::SavedGroup& g : impl_->dist->group_hyper_parameters()) {
+    out.push_back(model::AdamWHyper{g.lr, g.beta1, g.beta2, g.eps, g.weight_decay});
+  }
+  return out;
+}
+
+void RankRig::add_non_tensor_state(std::vector<std::string> keys) {
+  TORCH_CHECK(impl_->dist, "RankRig::add_non_tensor_state: construction failed");
+  impl_->dist->add_non_tensor_state(std::move(keys));
+}
+
+const char* format_name(GatheredFormat f) {
+  return f == GatheredFormat::kDpZero ? "dp_zero_gather_scatter" : "fully_reshardable";
+}
+
+struct GatheredCheckpointImpl {
+  GatheredFormat format;
+  std::map<int, torch::Tensor> weights;  // per case param
+  sut::DistOptStateDict dist;            // DP rank 0's DistributedOptimizer.state_dict()
+  sut::DpZeroState world;                // dp_zero_gather_scatter
+  std::map<int, sut::ParamStateTensors> model_space;  // fully_reshardable, per case param
+  std::string error;  // what saving raised, if anything
+};
+
+GatheredCheckpoint RankRig::save_gathered(const std::vector<const RankRig*>& group,
+                                          GatheredFormat format) {
+  TORCH_CHECK(!group.empty(), "RankRig::save_gathered: an empty DP group");
+  auto ck = std::make_shared<GatheredCheckpointImpl>();
+  ck->format = format;
+  std::vector<const sut::DistributedOptimizer*> dists;
+  for (const RankRig* rig : group) {
+    rig->impl_->drain();
+    TORCH_CHECK(rig->impl_->dist, "RankRig::save_gathered: construction failed");
+    dists.push_back(rig->impl_->dist.get());
+  }
+  const RankRigImpl& zero = *group.front()->impl_;
+  for (size_t i = 0; i < zero.params.size(); ++i) {
+    ck->weights[zero.case_index[i]] = zero.params[i].param.detach().clone();
+  }
+  // The model weights as the param all-gather leaves them: each rank's owned pieces.
+  for (const RankRig* rig : group) {
+    const RankRigImpl& r = *rig->impl_;
+    for (const sut::GbufRangeMap& gbuf : r.dist->gbuf_ranges()) {
+      for (const sut::BucketRangeMap& bucket : gbuf.buckets) {
+        for (const auto& [param, ranges] : bucket.param_map) {
+          ck->weights.at(r.case_index[param])
+              .view(-1)
+              .slice(0, ranges.param.start, ranges.param.end)
+              .copy_(r.params[param].param.detach().view(-1).slice(0, ranges.param.start,
+                                                                     ranges.param.end));
+        }
+      }
+    }
+  }
+  try {
+    ck->dist = zero.dist->state_dict();
+    ck->world = sut::gather_parameter_state_dp_zero(dists);
+    if (format == GatheredFormat::kFullyReshardable) {
+      for (const auto& e : zero.dist->sharded_param_state_fully_reshardable(ck->world)) {
+        sut::ParamStateTensors copy;
+        for (const auto& [k, v] : e.tensors) copy[k] = v.clone();
+        ck->model_space[zero.case_index[e.param]] = std::move(copy);
+      }
+      ck->world.clear();
+    }
+  } catch (const c10::Error& e) {
+    ck->error = e.msg();
+  }
+  return GatheredCheckpoint{ck};
+}
+
+void RankRig::load_gathered(const GatheredCheckpoint& ck) {
+  impl_->drain();
+  RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::load_gathered: construction failed");
+  TORCH_CHECK(ck.impl->error.empty(), ck.impl->error);
+  constexpr uint64_t kDummyStepSeed = 17;
+  r.dist->load_state_dict(r.dist->state_dict(), kDummyStepSeed);  // sharded_state_dict
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    r.params[i].param.detach().copy_(ck.impl->weights.at(r.case_index[i]));
+  }
+  sut::DistOptStateDict sd = ck.impl->dist;
+  sut::ParamStateDict state;
+  if (ck.impl->format == GatheredFormat::kDpZero) {
+    state.sharding = sut::ParamStateDict::Sharding::kDpZero;
+    state.dp_zero = ck.impl->world;
+  } else {
+    state.sharding = sut::ParamStateDict::Sharding::kFullyReshardable;
+    for (const sut::ParamAndGradBuffer* buffer : r.dist->buffers()) {
+      for (const auto& entry : buffer->layout().param_index_map) {
+        const int param = r.case_index.at(std::get<0>(entry));
+        auto it = ck.impl->model_space.find(param);
+        TORCH_CHECK(it != ck.impl->model_space.end(), "checkpoint lacks the state of param ",
+                    r.c.params.at(param).name);
+        state.fully_reshardable.push_back(it->second);
+      }
+    }
+  }
+  sd.param_state = std::move(state);
+  r.dist->load_state_dict(sd, kDummyStepSeed);
+}
+
+RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+                         const sut::Behaviour& behaviour, torch::Device device, uint64_t seed) {
+  return RankRig(c, instance, rank, behaviour, device, seed).construction();
+}
+
+
+// --- Accessors for the multi-process mode ---
+
+std::vector<const sut::ParamAndGradBuffer*> RankRig::buffers() const {
+  std::vector<const sut::ParamAndGradBuffer*> out;
+  for (const auto& b : impl_->buffers) out.push_back(b.get());
+  return out;
+}
+
+void RankRig::write_main_grads(const std::vector<std::vector<float>>& grads) {
+  impl_->drain();
+  RankRigImpl& r = *impl_;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    const auto& g = grads.at(r.case_index[i]);
+    TORCH_CHECK(static_cast<int64_t>(g.size()) == r.params[i].main_grad.numel(),
+                "write_main_grads: wrong gradient size for ", r.params[i].name);
+    torch::Tensor src = torch::from_blob(const_cast<float*>(g.data()),
+                                         {static_cast<int64_t>(g.size())}, torch::kFloat);
+    r.params[i].main_grad.view(-1).copy_(src);
+  }
+}
+
+void RankRig::step_with_main_grads(const model::StepInputs& in) {
+  // step() writes its grads into the main grads first: hand it what they hold now, so that the
+  // write changes nothing and the optimizer reads the reduce-scatter's result.
+  model::StepInputs now;
+  now.group_hyper = in.group_hyper;
+  now.grads.resize(impl_->c.params.size());
+  for (size_t i = 0; i < impl_->params.size(); ++i) {
+    now.grads[impl_->case_index[i]] = to_floats(impl_->params[i].main_grad);
+  }
+  step(now);
+}
+
+std::vector<std::vector<float>> RankRig::model_values() const {
+  impl_->drain();
+  std::vector<std::vector<float>> out;
+  for (const auto& mp : impl_->params) out.push_back(to_floats(mp.param));
+  return out;
+}
+
+}  // namespace sc::sim

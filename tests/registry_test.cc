@@ -1,0 +1,79 @@
+// The property registry (properties/registry.h) is the one list of properties: names are
+// unique "Suite.Name"s, every property is shown to fail on something (a killer the kill tests
+// run, or a check-strength test of this binary), and the table of docs/properties.md is the
+// registry's own, word for word.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "properties/registry.h"
+
+namespace sc::props {
+namespace {
+
+// The names of every gtest case linked into this binary ("Suite.Name").
+std::set<std::string> tests_of_this_binary() {
+  std::set<std::string> out;
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  for (int i = 0; i < unit.total_test_suite_count(); ++i) {
+    const ::testing::TestSuite& suite = *unit.GetTestSuite(i);
+    for (int j = 0; j < suite.total_test_count(); ++j) {
+      out.insert(std::string(suite.name()) + "." + suite.GetTestInfo(j)->name());
+    }
+  }
+  return out;
+}
+
+TEST(Registry, NamesAreUniqueSuiteDotNames) {
+  std::set<std::string> seen;
+  for (const Property& p : all_properties()) {
+    EXPECT_TRUE(seen.insert(p.name).second) << p.name << " is registered twice";
+    const size_t dot = p.name.find('.');
+    EXPECT_TRUE(dot != std::string::npos && dot > 0 && dot + 1 < p.name.size() &&
+                p.name.find('.', dot + 1) == std::string::npos)
+        << p.name;
+    EXPECT_FALSE(p.claim.empty()) << p.name;
+    EXPECT_TRUE(p.body) << p.name;
+    EXPECT_EQ(find_property(p.name), &p);
+  }
+  EXPECT_EQ(find_property("ShardBuilderDiff.NoSuchProperty"), nullptr);
+}
+
+TEST(Registry, EveryPropertyIsShownToFailOnSomething) {
+  const std::set<std::string> tests = tests_of_this_binary();
+  for (const Property& p : all_properties()) {
+    if (p.target == Target::kModel) {
+      EXPECT_FALSE(p.strength_tests.empty()) << p.name << " has no check-strength test";
+      for (const std::string& t : p.strength_tests) {
+        EXPECT_TRUE(tests.count(t)) << p.name << ": no test " << t << " in this binary";
+      }
+      continue;
+    }
+    EXPECT_FALSE(p.killers.empty()) << p.name << " names no killer";
+    for (const std::string& k : p.killers) {
+      EXPECT_TRUE(sut::behaviour_by_name(k)) << p.name << ": no variant or mutant " << k;
+    }
+    if (p.target == Target::kOwnVariant) EXPECT_TRUE(sut::behaviour_by_name(p.own_variant));
+  }
+}
+
+TEST(Registry, TheDocsTableIsTheRegistrys) {
+  std::ifstream in(std::string(SC_SOURCE_DIR) + "/docs/properties.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const std::string begin = "<!-- property-table:begin -->\n", end = "<!-- property-table:end -->";
+  const size_t from = doc.find(begin), to = doc.find(end);
+  ASSERT_NE(from, std::string::npos) << "docs/properties.md has no " << begin;
+  ASSERT_NE(to, std::string::npos) << "docs/properties.md has no " << end;
+  const std::string table = doc.substr(from + begin.size(), to - from - begin.size());
+  EXPECT_EQ(table, property_table_markdown())
+      << "docs/properties.md's property table differs from the registry; the registry's:\n"
+      << property_table_markdown();
+}
+
+}  // namespace
+}  // namespace sc::props
