@@ -11,7 +11,7 @@
 #include "model/offload_plan.h"
 #include "model/shard.h"
 #include "model/spec.h"
-#include "sim/rig/rank_rig.h"
+#include "sim/rig/rank_under_test.h"
 
 namespace sc::props {
 

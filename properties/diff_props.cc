@@ -7,7 +7,7 @@
 #include "properties/checks.h"
 #include "properties/coverage.h"
 #include "properties/support.h"
-#include "sim/rig/rank_rig.h"
+#include "sim/rig/rank_under_test.h"
 
 namespace sc::props {
 
@@ -19,7 +19,8 @@ void run_diff_property(const model::CaseSpec& c, const sut::Behaviour& b, DiffCl
     std::vector<sim::RankObservation> observed;
     for (int64_t r : ranks_to_check(c, layouts, inst)) {
       const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
-      sim::RankObservation obs = sim::run_rank(c, inst, r, b, device(), /*seed=*/r);
+      sim::RankObservation obs =
+          sim::build_rank(sim::Target{b, device()}, c, inst, r, /*seed=*/r)->construction();
       Violation v;
       switch (claim) {
         case DiffClaim::kRanges:

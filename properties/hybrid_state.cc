@@ -18,7 +18,7 @@
 #include "properties/registry.h"
 #include "properties/support.h"
 #include "sim/rig/fma_probe.h"
-#include "sim/rig/rank_rig.h"
+#include "sim/rig/rank_under_test.h"
 
 namespace sc::props {
 namespace {
@@ -40,7 +40,7 @@ struct HybridSut {
   model::Instance instance = model::Instance::kDense;
   int64_t rank = 0;
   sut::Behaviour behaviour;
-  std::unique_ptr<sim::RankRig> rig;
+  std::unique_ptr<sim::RankUnderTest> rig;
   std::optional<sim::Checkpoint> checkpoint;
   uint64_t rebuilds = 0;
 };
@@ -136,8 +136,8 @@ struct RebuildAndLoadState : Cmd {
   void checkPreconditions(const HybridModel& m) const override { RC_PRE(m.has_saved); }
   void apply(HybridModel& m) const override { m.ref = m.saved; }
   void run(const HybridModel& m, HybridSut& s) const override {
-    s.rig = std::make_unique<sim::RankRig>(*m.c, s.instance, s.rank, s.behaviour, device(),
-                                           5000 + ++s.rebuilds);
+    s.rig = sim::build_rank(sim::Target{s.behaviour, device()}, *m.c, s.instance, s.rank,
+                           5000 + ++s.rebuilds);
     RC_ASSERT(!s.rig->construction().error);
     s.rig->load(*s.checkpoint);
     expect_model_equal(nextState(m), s, "Rebuild+LoadState");
@@ -239,7 +239,7 @@ void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& b) {
   HybridSut s;
   s.rank = in.rank;
   s.behaviour = b;
-  s.rig = std::make_unique<sim::RankRig>(*c, model::Instance::kDense, in.rank, b, device(), 77);
+  s.rig = sim::build_rank(sim::Target{b, device()}, *c, model::Instance::kDense, in.rank, 77);
   RC_ASSERT(!s.rig->construction().error);
   HybridModel m;
   m.c = c;

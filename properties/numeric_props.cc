@@ -15,7 +15,7 @@
 #include "properties/coverage.h"
 #include "properties/support.h"
 #include "sim/rig/fma_probe.h"
-#include "sim/rig/rank_rig.h"
+#include "sim/rig/rank_under_test.h"
 #include "sim/rig/tolerances.h"
 
 namespace sc::props {
@@ -80,8 +80,11 @@ template <typename F>
 void for_rig_pairs(const model::CaseSpec& c, const model::CaseSpec& x, const model::CaseSpec& y,
                    uint64_t y_seed_offset, const sut::Behaviour& b, F f) {
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    sim::RankRig a(x, inst, r, b, device(), 1000 + r);
-    sim::RankRig z(y, inst, r, b, device(), 1000 + y_seed_offset + r);
+    const auto a_rank = sim::build_rank(sim::Target{b, device()}, x, inst, r, 1000 + r);
+    const auto z_rank =
+        sim::build_rank(sim::Target{b, device()}, y, inst, r, 1000 + y_seed_offset + r);
+    sim::RankUnderTest& a = *a_rank;
+    sim::RankUnderTest& z = *z_rank;
     check(check_constructed(a.construction()), b);
     check(check_constructed(z.construction()), b);
     f(a, z, model::plan_rank(c, layouts, inst, r));
@@ -91,7 +94,7 @@ void for_rig_pairs(const model::CaseSpec& c, const model::CaseSpec& x, const mod
 // Runs steps [split, end) of `s` on `a` (uninterrupted) and `z` (resumed) and, after each step,
 // calls f(g, i, name) for every installed entry of `plan`.
 template <typename F>
-void continue_both(sim::RankRig& a, sim::RankRig& z, const model::CaseSpec& c,
+void continue_both(sim::RankUnderTest& a, sim::RankUnderTest& z, const model::CaseSpec& c,
                    const gen::Schedule& s, size_t split, const model::RankPlan& plan, F f) {
   for (size_t k = split; k < s.steps.size(); ++k) {
     const model::StepInputs in = gen::materialise(c, s.steps[k]);
@@ -124,7 +127,9 @@ void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
   classify(c, s);
   const model::FmaMode fma = fma_mode();
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r, streams);
+    const auto owned =
+        sim::build_rank(sim::Target{b, device()}, c, inst, r, /*seed=*/1000 + r, streams);
+    sim::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), b);
     const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
     model::RankReference ref(c, plan, rig.initial_values(), fma, device().is_cuda());
@@ -212,7 +217,7 @@ void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
   other.offload_fraction = other_fraction;
   RC_CLASSIFY(c.precision_aware, "precision-aware");
   const double lr_max = gen::max_lr(s);
-  for_rig_pairs(c, c, other, 0, b, [&](sim::RankRig& a, sim::RankRig& z,
+  for_rig_pairs(c, c, other, 0, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
                                       const model::RankPlan& plan) {
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const model::StepInputs in = gen::materialise(c, s.steps[k]);
@@ -251,7 +256,7 @@ void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
   plain.cpu_offload = false;
   plain.precision_aware = false;
   RC_CLASSIFY(c.precision_aware, "precision-aware hybrid optimizer");
-  for_rig_pairs(c, hdo, plain, 0, b, [&](sim::RankRig& a, sim::RankRig& p,
+  for_rig_pairs(c, hdo, plain, 0, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& p,
                                         const model::RankPlan& plan) {
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const model::StepInputs in = gen::materialise(c, s.steps[k]);
@@ -275,7 +280,7 @@ void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, si
   RC_CLASSIFY(c.precision_aware, "precision-aware");
   RC_CLASSIFY(c.offload_fraction < 1.0, "some pieces on the accelerator");
   // The fresh rank has other initial values: everything must come from the checkpoint.
-  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankRig& a, sim::RankRig& z,
+  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
                                       const model::RankPlan& plan) {
     for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
     z.load(a.save());
@@ -292,7 +297,7 @@ void run_load_placement(const model::CaseSpec& c, const gen::Schedule& s, size_t
   RC_PRE(c.cpu_offload && split >= 1 && split < s.steps.size());
   RC_CLASSIFY(map_to_host, "state dict mapped to the host");
   RC_CLASSIFY(c.offload_fraction > 0.0 && c.offload_fraction < 1.0, "both sub-optimizer kinds");
-  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankRig& a, sim::RankRig& z,
+  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
                                       const model::RankPlan& plan) {
     model::RankReference ref(c, plan, a.initial_values(), model::FmaMode::kSeparate, false);
     RC_PRE(!ref.step_error());
@@ -337,7 +342,7 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
   RC_CLASSIFY(c.cpu_offload, "hybrid optimizer");
   RC_CLASSIFY(c.precision_aware && !c.cpu_offload, "precision-aware FusedAdam");
   RC_CLASSIFY(!c.precision_aware && !c.cpu_offload, "torch AdamW");
-  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankRig& a, sim::RankRig& z,
+  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
                                       const model::RankPlan& plan) {
     // A refused step (the model predicts it) is another property's business.
     model::RankReference ref(c, plan, a.initial_values(), model::FmaMode::kSeparate, false);
@@ -400,7 +405,7 @@ struct FullState {
 
 // The optimizer state of every param of `instance`, read from `group` (all DP ranks of `c`).
 std::map<int, FullState> full_state(const model::CaseSpec& c, model::Instance instance,
-                                    const std::vector<std::unique_ptr<sim::RankRig>>& group) {
+                                    const std::vector<std::unique_ptr<sim::RankUnderTest>>& group) {
   const auto layouts = model::full_param_layout(c);
   std::map<int, FullState> out;
   for (size_t r = 0; r < group.size(); ++r) {
@@ -436,8 +441,10 @@ void check_recorded_streams(const model::CaseSpec& c, const gen::Schedule& s,
                             const sut::Behaviour& b, const std::string& what, Findings findings) {
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
     (void)layouts;
-    sim::RankRig rig(c, inst, r, b, device(), /*seed=*/1000 + r,
-                     sim::StreamSchedule{model::streams::Policy::kEager, 0, true});
+    const auto owned =
+        sim::build_rank(sim::Target{b, device()}, c, inst, r, /*seed=*/1000 + r,
+                        sim::StreamSchedule{model::streams::Policy::kEager, 0, true});
+    sim::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), b);
     for (const gen::StepDraw& d : s.steps) rig.step(gen::materialise(c, d));
     const std::vector<std::string> found = findings(rig);
@@ -465,14 +472,14 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& c, const gen::Schedule&
     if (!model::instance_present(c, inst)) continue;
     const char* name = inst == model::Instance::kExpert ? "expert" : "dense";
     auto build = [&](const model::CaseSpec& x, uint64_t seed) {
-      std::vector<std::unique_ptr<sim::RankRig>> group;
+      std::vector<std::unique_ptr<sim::RankUnderTest>> group;
       for (int64_t r = 0; r < model::instance_dp(x, inst); ++r) {
-        group.push_back(std::make_unique<sim::RankRig>(x, inst, r, b, device(), seed + r));
+        group.push_back(sim::build_rank(sim::Target{b, device()}, x, inst, r, seed + r));
         check(check_constructed(group.back()->construction()), b);
       }
       return group;
     };
-    std::vector<std::unique_ptr<sim::RankRig>> saved = build(c, 1000);
+    std::vector<std::unique_ptr<sim::RankUnderTest>> saved = build(c, 1000);
     // A refused step (the model predicts it) is another property's business.
     const auto layouts = model::full_param_layout(c);
     for (size_t r = 0; r < saved.size(); ++r) {
@@ -484,10 +491,10 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& c, const gen::Schedule&
       const model::StepInputs in = gen::materialise(c, d);
       for (auto& rig : saved) rig->step(in);
     }
-    std::vector<const sim::RankRig*> group;
+    std::vector<const sim::RankUnderTest*> group;
     for (const auto& rig : saved) group.push_back(rig.get());
-    const sim::GatheredCheckpoint ck = sim::RankRig::save_gathered(group, format);
-    std::vector<std::unique_ptr<sim::RankRig>> loaded = build(other, 3000);
+    const sim::GatheredCheckpoint ck = sim::save_gathered(group, format);
+    std::vector<std::unique_ptr<sim::RankUnderTest>> loaded = build(other, 3000);
     for (auto& rig : loaded) {
       Violation v;
       try {
@@ -516,13 +523,13 @@ void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
   RC_CLASSIFY(c.overlap_cpu_optimizer_d2h_h2d, "overlap on");
   RC_CLASSIFY(c.precision_aware, "precision-aware");
   check_recorded_streams(c, s, b, "race(s)",
-                         [](const sim::RankRig& rig) { return rig.stream_races(); });
+                         [](const sim::RankUnderTest& rig) { return rig.stream_races(); });
 }
 
 void run_pinned_copies_property(const model::CaseSpec& c, const gen::Schedule& s,
                                 const sut::Behaviour& b) {
   check_recorded_streams(c, s, b, "non-blocking copy(ies) with pageable host memory",
-                         [](const sim::RankRig& rig) { return rig.pageable_copies(); });
+                         [](const sim::RankUnderTest& rig) { return rig.pageable_copies(); });
 }
 
 }  // namespace sc::props

@@ -5,7 +5,7 @@
 #include "model/spec.h"
 #include "properties/gen/step_gen.h"
 #include "sim/port/behaviour.h"
-#include "sim/rig/rank_rig.h"
+#include "sim/rig/rank_under_test.h"
 
 namespace sc::props {
 
@@ -53,7 +53,7 @@ void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, si
 void run_load_placement(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
                         bool map_to_host, const sut::Behaviour& b);
 // Megatron's distributed checkpoint: after `split` steps the rank is saved, a fresh rank of the
-// same case (other initial values) loads it with RankRig::load_distributed, and both continue;
+// same case (other initial values) loads it with RankUnderTest::load_distributed, and both continue;
 // every model piece, optimizer piece and state must stay equal. Any inner optimizer.
 void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
                           const sut::Behaviour& b);

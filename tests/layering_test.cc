@@ -42,6 +42,20 @@ const std::vector<Layer>& layers() {
   return kLayers;
 }
 
+// Headers only some layers may include: the port's implementation of the system-under-test seam
+// is reached through the seam (sim/rig/rank_under_test.h) everywhere else.
+struct Private {
+  std::string header;
+  std::vector<std::string> layers;
+};
+
+const std::vector<Private>& private_headers() {
+  static const std::vector<Private> kPrivate = {
+      {"sim/rig/rank_rig.h", {"sim/rig", "sim/app", "tests", "bench"}},
+  };
+  return kPrivate;
+}
+
 // The layer of the file at `rel` (a path relative to the root), or "" when it is in none.
 std::string layer_of(const std::string& rel) {
   std::string best;
@@ -130,6 +144,13 @@ std::vector<std::string> upward_includes(
       if (!allowed.count(to)) {
         out.push_back(file + " (layer " + from + ") includes " + target + " (layer " +
                       (to.empty() ? "none" : to) + "), which is not below it");
+      }
+      for (const Private& p : private_headers()) {
+        if (target == p.header &&
+            std::find(p.layers.begin(), p.layers.end(), from) == p.layers.end()) {
+          out.push_back(file + " (layer " + from + ") includes " + target +
+                        ", which only its own layers may: use the seam");
+        }
       }
     }
   }
@@ -245,6 +266,17 @@ TEST(Layering, APlantedCircleOfUnitsFails) {
   EXPECT_NE(violations[0].find("units include each other"), std::string::npos);
   EXPECT_NE(violations[0].find("sim/app/launcher"), std::string::npos);
   EXPECT_NE(violations[0].find("sim/app/multiprocess"), std::string::npos);
+  fs::remove_all(copy);
+}
+
+TEST(Layering, APropertyReachingPastTheSeamFails) {
+  const fs::path copy = copy_of_tree("past_seam");
+  append_line(copy / "properties/diff_props.cc", "#include \"sim/rig/rank_rig.h\"");
+  const std::vector<std::string> violations = check_layers(copy);
+  ASSERT_EQ(violations.size(), 1u) << joined(violations);
+  EXPECT_EQ(violations[0],
+            "properties/diff_props.cc (layer properties) includes sim/rig/rank_rig.h, which only "
+            "its own layers may: use the seam");
   fs::remove_all(copy);
 }
 

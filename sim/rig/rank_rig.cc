@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <stdexcept>
 
 #include "sim/rig/host_block_cache.h"
 #include "sim/rig/rng.h"
@@ -776,6 +777,24 @@ std::vector<std::vector<float>> RankRig::model_values() const {
   std::vector<std::vector<float>> out;
   for (const auto& mp : impl_->params) out.push_back(to_floats(mp.param));
   return out;
+}
+
+std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& c,
+                                          model::Instance instance, int64_t rank, uint64_t seed,
+                                          const StreamSchedule& schedule) {
+  return std::make_unique<RankRig>(c, instance, rank, target.behaviour, target.device, seed,
+                                   schedule);
+}
+
+GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
+                                 GatheredFormat format) {
+  std::vector<const RankRig*> ranks;
+  for (const RankUnderTest* r : group) {
+    const auto* rig = dynamic_cast<const RankRig*>(r);
+    if (rig == nullptr) throw std::invalid_argument("save_gathered: a rank of another target");
+    ranks.push_back(rig);
+  }
+  return RankRig::save_gathered(ranks, format);
 }
 
 }  // namespace sc::sim

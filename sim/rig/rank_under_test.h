@@ -1,0 +1,183 @@
+// The system-under-test seam: what the properties build, drive and observe one rank through,
+// in the model's vocabulary. The port implements it today (sim/rig/rank_rig.h, RankRig); the
+// real Megatron-Core code will be a second implementation. build_rank() picks one by target.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/reference.h"
+#include "model/shard.h"
+#include "model/spec.h"
+#include "model/streams.h"
+#include "sim/port/behaviour.h"
+#include "sim/port/torch_pch.h"
+
+namespace sc::sim {
+
+// One tensor as installed in an optimizer group, observed on the real tensor.
+struct ObservedTensor {
+  int param = -1;               // the model parameter it was built from
+  model::DType dtype = model::DType::kFloat32;
+  int64_t numel = 0;
+  bool is_leaf = false;
+  bool requires_grad = false;
+  bool has_grad_fn = false;
+  bool aliases_model = false;   // shares the model parameter's storage
+  int64_t alias_offset = -1;    // element offset into the model parameter, when aliasing
+  bool model_has_main_param = false;  // the model param's main_param is this very tensor
+};
+
+// What the port built on one rank.
+struct RankObservation {
+  model::Instance instance = model::Instance::kDense;
+  int64_t rank = 0;
+  std::vector<model::BufferRanges> ranges;         // the port's gbuf ranges, filtered
+  std::vector<std::vector<ObservedTensor>> groups; // installed groups, in group order
+  std::map<int, std::pair<int, int>> index_map;    // model_param_group_index_map after rebuild
+  std::optional<std::string> error;                // construction outcome: empty = OK
+  std::string error_type;  // the Python exception class Megatron raises: ValueError, TypeError
+  bool final_groups_match = true;  // on success: the optimizer holds exactly the installed tensors
+  int64_t offloaded_tensors = 0;   // HDO only: installed tensors with a host copy
+  int failing_param = -1;          // on a leaf-check failure: the first non-leaf's model param
+  int64_t accel_bytes = 0;  // on success: param and grad buffers, fp32 main and fp32 copies
+  int64_t host_bytes = 0;   // on success: the HDO's host copies
+};
+
+// Where the hybrid optimizer put one installed tensor, read off the port.
+struct ObservedPlacement {
+  bool offloaded = false;
+  bool fp32_copy = false;
+  bool host_pinned = false;
+  int cpu_optimizer = -1;
+  // Whether the tensor its sub-optimizer steps lives on the host, and each tensor of
+  // hdo.state for it ("exp_avg" -> on the host; empty before the first step).
+  bool stepped_on_host = false;
+  std::map<std::string, bool> state_on_host;
+};
+
+// The optimizer state the port holds for one installed tensor.
+struct ObservedState {
+  std::vector<float> exp_avg, exp_avg_sq, master;
+  int64_t step = 0;
+  bool present = false;
+};
+
+// Whether the rig records its streams (model/streams.h: races found, orders chosen by `policy`
+// and `seed`) or runs everything at once in program order. Recording costs time and memory
+// quadratic in the operations, so the main job leaves it off and the stream properties turn it on.
+struct StreamSchedule {
+  model::streams::Policy policy = model::streams::Policy::kEager;
+  uint64_t seed = 0;
+  bool simulate = false;
+};
+
+struct CheckpointImpl;
+
+// What a checkpoint of one rank holds: model weights, the distributed optimizer's fp32 main
+// params, and the hybrid optimizer's state_dict. Opaque; made by RankRig::save.
+struct Checkpoint {
+  std::shared_ptr<const CheckpointImpl> impl;
+};
+
+// Megatron's checkpoint formats that gather a DP group's optimizer state into world tensors on
+// DP rank 0: "dp_zero_gather_scatter" (the world tensors themselves, scattered back on load) and
+// "fully_reshardable" (cut into whole-param model-space tensors, which any DP size can load).
+enum class GatheredFormat { kDpZero, kFullyReshardable };
+// Megatron's name of `f`.
+const char* format_name(GatheredFormat f);
+
+struct GatheredCheckpointImpl;
+
+// A checkpoint of one DP group in a gathered format: model weights, the optimizer's param
+// groups and the param state. Opaque; made by RankRig::save_gathered.
+struct GatheredCheckpoint {
+  std::shared_ptr<const GatheredCheckpointImpl> impl;
+};
+
+// One rank of one instance of a case, built by a system under test and kept alive for stepping.
+class RankUnderTest {
+ public:
+  virtual ~RankUnderTest() = default;
+
+  // What construction built (or the error it raised).
+  virtual const RankObservation& construction() const = 0;
+  // Initial values of every parameter of the case, as the system holds them (16-bit values are
+  // exactly representable); parameters of the other instance too, from the same seed.
+  virtual const std::vector<std::vector<float>>& initial_values() const = 0;
+  // One DistributedOptimizer step with these DP-reduced grads and group hyper-parameters.
+  // Requires successful construction.
+  virtual void step(const model::StepInputs& in) = 0;
+  // Overwrites every parameter of this instance with `values` (per parameter, in case order), as
+  // loading model weights does.
+  virtual void set_model_values(const std::vector<std::vector<float>>& values) = 0;
+  // DistributedOptimizer.zero_grad(set_to_none).
+  virtual void zero_grad(bool set_to_none) = 0;
+  // DistributedOptimizer.reload_model_params().
+  virtual void reload_model_params() = 0;
+  // The model parameter's values over the piece of installed entry (g, i).
+  virtual std::vector<float> model_piece(size_t g, size_t i) const = 0;
+  // The tensor the optimizer steps for entry (g, i) (master), as fp32 values.
+  virtual std::vector<float> optimizer_piece(size_t g, size_t i) const = 0;
+  // The optimizer state of entry (g, i).
+  virtual ObservedState state(size_t g, size_t i) const = 0;
+  // Placement of entry (g, i) (HybridDeviceOptimizer only; default otherwise).
+  virtual ObservedPlacement placement(size_t g, size_t i) const = 0;
+  // Number of host sub-optimizers and whether there is an accelerator one (HDO only).
+  virtual int num_cpu_optimizers() const = 0;
+  virtual bool has_accelerator_optimizer() const = 0;
+  // lr, betas, eps and weight decay of every optimizer group, in group order.
+  virtual std::vector<model::AdamWHyper> group_hyper_parameters() const = 0;
+  // FNV-1a digest of every owned piece of the model params, the optimizer's params and their
+  // state (exp_avg, exp_avg_sq, step): equal digests mean bit-identical final states.
+  virtual uint64_t digest() const = 0;
+  // Every parameter of this instance, full, as fp32 values (per parameter, in case order).
+  virtual std::vector<std::vector<float>> model_values() const = 0;
+
+  // A checkpoint of the model weights, main params and optimizer state (hybrid optimizer only).
+  virtual Checkpoint save() const = 0;
+  // Loads `ck` into this freshly built rank of the same case: model weights, the fp32 main
+  // params, then `hdo.load_state_dict` with its hooks (hybrid optimizer only). `map_to_host`:
+  // the state dict is read with torch.load(map_location="cpu"), every tensor on the host.
+  virtual void load(const Checkpoint& ck, bool map_to_host = false) = 0;
+  // Loads `ck` the way Megatron's distributed checkpoint does with the default sharding type
+  // ("fully_sharded_model_space"). Any inner optimizer.
+  virtual void load_distributed(const Checkpoint& ck) = 0;
+  // Loads a gathered checkpoint (save_gathered) the way the distributed checkpoint does for its
+  // format.
+  virtual void load_gathered(const GatheredCheckpoint& ck) = 0;
+  // Puts non-tensor entries named `keys` (say `found_inf: bool`) in the inner optimizer's
+  // per-param state, as Megatron's own test of PR #3537 does (MEG-07).
+  virtual void add_non_tensor_state(std::vector<std::string> keys) = 0;
+
+  // Every race the stream simulation found so far (both operations, their streams, the region);
+  // empty where real streams run.
+  virtual std::vector<std::string> stream_races() const = 0;
+  // Every non-blocking copy the stream simulation saw run from pageable host memory.
+  virtual std::vector<std::string> pageable_copies() const = 0;
+};
+
+// What a rank is built of: today the port under `behaviour` on `device`.
+struct Target {
+  sut::Behaviour behaviour;
+  torch::Device device = torch::Device(torch::kCPU);
+};
+
+// Builds `rank` of `instance` of case `c` on `target`, values from `seed`; construction errors
+// are recorded in construction(), not thrown.
+std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& c,
+                                          model::Instance instance, int64_t rank, uint64_t seed,
+                                          const StreamSchedule& schedule = StreamSchedule{});
+
+// Saves the DP group `group` (group[r] is DP rank r of one instance of one case, every rank
+// constructed, all of one target) in `format`. What Megatron raises while saving is kept and
+// raised again by load_gathered.
+GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
+                                 GatheredFormat format);
+
+}  // namespace sc::sim
