@@ -66,6 +66,108 @@ Violation check_ownership(const model::CaseSpec& c, const std::vector<model::Buf
   return std::nullopt;
 }
 
+namespace {
+
+// Buffer `bi`'s buckets: contiguous, multiples of `divisor`, each padded the least.
+Violation check_buckets(const model::CaseSpec& c, const model::BufferLayout& l, size_t bi,
+                        int64_t divisor) {
+  for (size_t b = 0; b < l.buckets.size(); ++b) {
+    const model::Range& bucket = l.buckets[b];
+    if (bucket.start != (b == 0 ? 0 : l.buckets[b - 1].end)) {
+      return str("buffer ", bi, ": bucket ", b, " ", bucket, " is not contiguous");
+    }
+    if (bucket.start % divisor != 0 || bucket.end % divisor != 0) {
+      return str("buffer ", bi, ": bucket ", bucket, " not a multiple of ", divisor);
+    }
+    // The tail pad is the least that reaches the divisor; the unpadded size ends at the last
+    // param (or at its 64-padded end when a shared embedding pre-splits the bucket).
+    int64_t last_end = bucket.start;
+    size_t last = 0;
+    for (size_t k = 0; k < l.placements.size(); ++k) {
+      if (l.placements[k].bucket == static_cast<int>(b)) {
+        last_end = l.placements[k].range.end;
+        last = k;
+      }
+    }
+    // A pre-split happens only when the bucket is still open when the embedding arrives.
+    const std::optional<int64_t> size = model::chunk_bucket_size(c, l.chunk);
+    const bool closed_by_size = size && last_end - bucket.start >= *size;
+    const bool pre_split = last + 1 < l.placements.size() &&
+                           c.params[l.placements[last + 1].param].shared_embedding &&
+                           !c.params[l.placements[last].param].shared_embedding &&
+                           !closed_by_size;
+    const int64_t unpadded = (pre_split ? model::pad_param_start(last_end) : last_end) -
+                             bucket.start;
+    if (l.bucket_numel_unpadded.at(b) != unpadded ||
+        bucket.end != model::pad_to_divisor(bucket.start + unpadded, divisor)) {
+      return str("buffer ", bi, ": bucket ", bucket, " with unpadded size ",
+                 l.bucket_numel_unpadded.at(b), " is not the least padding of ", unpadded,
+                 " to a multiple of ", divisor);
+    }
+  }
+  return std::nullopt;
+}
+
+// Buffer `bi`'s placements: reverse list order, 64-element starts, no overlap, inside their
+// bucket, a shared embedding alone in its bucket.
+Violation check_placements(const model::CaseSpec& c, const model::BufferLayout& l, size_t bi,
+                           const std::vector<int>& list) {
+  int64_t prev_end = 0;
+  for (size_t k = 0; k < l.placements.size(); ++k) {
+    const model::ParamPlacement& pl = l.placements[k];
+    const model::ParamSpec& p = c.params[pl.param];
+    if (pl.param != list[list.size() - 1 - k]) {
+      return str("buffer ", bi, ": placement ", k, " is ", p.name, ", not reverse list order");
+    }
+    if (pl.range.start % model::kParamAlignment != 0) {
+      return str("param ", p.name, " starts at ", pl.range.start, ", not a multiple of 64");
+    }
+    if (pl.range.size() != p.numel() || pl.range.start < prev_end) {
+      return str("param ", p.name, " at ", pl.range, " overlaps or has the wrong size");
+    }
+    const model::Range& bucket = l.buckets.at(pl.bucket);
+    if (pl.range.start < bucket.start || pl.range.end > bucket.end) {
+      return str("param ", p.name, " at ", pl.range, " leaves its bucket ", bucket);
+    }
+    if (p.shared_embedding) {
+      for (const model::ParamPlacement& other : l.placements) {
+        if (other.param != pl.param && other.bucket == pl.bucket) {
+          return str("shared embedding ", p.name, " shares bucket ", pl.bucket, " with ",
+                     c.params[other.param].name);
+        }
+      }
+    }
+    prev_end = pl.range.end;
+  }
+  return std::nullopt;
+}
+
+// The bucket-size rule of buffer layout `l`.
+Violation check_bucket_size_rule(const model::CaseSpec& c, const model::BufferLayout& l) {
+  // Bucket-size rule: every bucket but the last closes at the first param reaching the size
+  // (or at a shared embedding); so no earlier param of the bucket had reached it.
+  const std::optional<int64_t> bucket_size = model::chunk_bucket_size(c, l.chunk);
+  for (size_t k = 0; bucket_size && k < l.placements.size(); ++k) {
+    const model::ParamPlacement& pl = l.placements[k];
+    const bool last_in_bucket =
+        k + 1 == l.placements.size() || l.placements[k + 1].bucket != pl.bucket;
+    const bool reached = pl.range.end - l.buckets[pl.bucket].start >= *bucket_size;
+    const bool next_is_embedding =
+        k + 1 < l.placements.size() && c.params[l.placements[k + 1].param].shared_embedding;
+    if (reached && !last_in_bucket) {
+      return str("bucket ", pl.bucket, " did not close after ", c.params[pl.param].name,
+                 " reached bucket_size ", *bucket_size);
+    }
+    if (!reached && last_in_bucket && k + 1 != l.placements.size() &&
+        !c.params[pl.param].shared_embedding && !next_is_embedding) {
+      return str("bucket ", pl.bucket, " closed early after ", c.params[pl.param].name);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Violation check_layout_rules(const model::CaseSpec& c,
                              const std::vector<model::BufferLayout>& ls) {
   const auto buffers = model::group_params_for_buffers(c);
@@ -76,86 +178,9 @@ Violation check_layout_rules(const model::CaseSpec& c,
     const std::vector<int>& list = buffers[bi].params;
     if (l.placements.size() != list.size()) return str("buffer ", bi, ": wrong parameter count");
     if (l.numel() % l.dp != 0) return str("buffer ", bi, ": numel ", l.numel(), " % dp != 0");
-    for (size_t b = 0; b < l.buckets.size(); ++b) {
-      const model::Range& bucket = l.buckets[b];
-      if (bucket.start != (b == 0 ? 0 : l.buckets[b - 1].end)) {
-        return str("buffer ", bi, ": bucket ", b, " ", bucket, " is not contiguous");
-      }
-      if (bucket.start % divisor != 0 || bucket.end % divisor != 0) {
-        return str("buffer ", bi, ": bucket ", bucket, " not a multiple of ", divisor);
-      }
-      // The tail pad is the least that reaches the divisor; the unpadded size ends at the last
-      // param (or at its 64-padded end when a shared embedding pre-splits the bucket).
-      int64_t last_end = bucket.start;
-      size_t last = 0;
-      for (size_t k = 0; k < l.placements.size(); ++k) {
-        if (l.placements[k].bucket == static_cast<int>(b)) {
-          last_end = l.placements[k].range.end;
-          last = k;
-        }
-      }
-      // A pre-split happens only when the bucket is still open when the embedding arrives.
-      const std::optional<int64_t> size = model::chunk_bucket_size(c, l.chunk);
-      const bool closed_by_size = size && last_end - bucket.start >= *size;
-      const bool pre_split = last + 1 < l.placements.size() &&
-                             c.params[l.placements[last + 1].param].shared_embedding &&
-                             !c.params[l.placements[last].param].shared_embedding &&
-                             !closed_by_size;
-      const int64_t unpadded = (pre_split ? model::pad_param_start(last_end) : last_end) -
-                               bucket.start;
-      if (l.bucket_numel_unpadded.at(b) != unpadded ||
-          bucket.end != model::pad_to_divisor(bucket.start + unpadded, divisor)) {
-        return str("buffer ", bi, ": bucket ", bucket, " with unpadded size ",
-                   l.bucket_numel_unpadded.at(b), " is not the least padding of ", unpadded,
-                   " to a multiple of ", divisor);
-      }
-    }
-    int64_t prev_end = 0;
-    for (size_t k = 0; k < l.placements.size(); ++k) {
-      const model::ParamPlacement& pl = l.placements[k];
-      const model::ParamSpec& p = c.params[pl.param];
-      if (pl.param != list[list.size() - 1 - k]) {
-        return str("buffer ", bi, ": placement ", k, " is ", p.name, ", not reverse list order");
-      }
-      if (pl.range.start % model::kParamAlignment != 0) {
-        return str("param ", p.name, " starts at ", pl.range.start, ", not a multiple of 64");
-      }
-      if (pl.range.size() != p.numel() || pl.range.start < prev_end) {
-        return str("param ", p.name, " at ", pl.range, " overlaps or has the wrong size");
-      }
-      const model::Range& bucket = l.buckets.at(pl.bucket);
-      if (pl.range.start < bucket.start || pl.range.end > bucket.end) {
-        return str("param ", p.name, " at ", pl.range, " leaves its bucket ", bucket);
-      }
-      if (p.shared_embedding) {
-        for (const model::ParamPlacement& other : l.placements) {
-          if (other.param != pl.param && other.bucket == pl.bucket) {
-            return str("shared embedding ", p.name, " shares bucket ", pl.bucket, " with ",
-                       c.params[other.param].name);
-          }
-        }
-      }
-      prev_end = pl.range.end;
-    }
-    // Bucket-size rule: every bucket but the last closes at the first param reaching the size
-    // (or at a shared embedding); so no earlier param of the bucket had reached it.
-    const std::optional<int64_t> bucket_size = model::chunk_bucket_size(c, l.chunk);
-    for (size_t k = 0; bucket_size && k < l.placements.size(); ++k) {
-      const model::ParamPlacement& pl = l.placements[k];
-      const bool last_in_bucket =
-          k + 1 == l.placements.size() || l.placements[k + 1].bucket != pl.bucket;
-      const bool reached = pl.range.end - l.buckets[pl.bucket].start >= *bucket_size;
-      const bool next_is_embedding =
-          k + 1 < l.placements.size() && c.params[l.placements[k + 1].param].shared_embedding;
-      if (reached && !last_in_bucket) {
-        return str("bucket ", pl.bucket, " did not close after ", c.params[pl.param].name,
-                   " reached bucket_size ", *bucket_size);
-      }
-      if (!reached && last_in_bucket && k + 1 != l.placements.size() &&
-          !c.params[pl.param].shared_embedding && !next_is_embedding) {
-        return str("bucket ", pl.bucket, " closed early after ", c.params[pl.param].name);
-      }
-    }
+    if (Violation v = check_buckets(c, l, bi, divisor)) return v;
+    if (Violation v = check_placements(c, l, bi, list)) return v;
+    if (Violation v = check_bucket_size_rule(c, l)) return v;
   }
   return std::nullopt;
 }

@@ -44,8 +44,6 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-}  // namespace
-
 constexpr const char* kUsage =
     "usage: shardcheck-mutants [--only=NAME] [--max-success=N] [--seed=N] [--json]\n"
     "  --only=NAME        one mutant (default: every mutant)\n"
@@ -60,97 +58,121 @@ int bad_input(const std::string& why) {
   return sc::sim::kExitBadInput;
 }
 
-int main(int argc, char** argv) {
+// The options of one run.
+struct Options {
   std::string only;
   uint64_t max_success = 200, seed = 1;
   bool json = false;
-  auto split = sc::sim::split_args(std::vector<std::string>(argv + 1, argv + argc),
-                                   {"only", "max-success", "seed"}, {"json"});
+};
+
+// Runs the variant properties against `mutant` in order until one fails.
+Outcome kill(const sc::sut::Behaviour& mutant, const Options& options) {
+  Outcome o;
+  o.name = mutant.name;
+  const auto start = std::chrono::steady_clock::now();
+  for (const sc::props::Property* p : sc::props::variant_properties()) {
+    sc::props::RunOptions run;
+    run.seed = options.seed;
+    run.max_success = static_cast<int>(options.max_success);
+    const sc::props::RunOutcome r = sc::props::run_property([&] { p->body(mutant); }, run);
+    if (r.kind == sc::props::RunOutcome::Kind::kGaveUp) {
+      std::cerr << "shardcheck-mutants: " << p->name << " gave up on " << mutant.name << ": "
+                << r.description << "\n";
+    }
+    if (r.failed()) {
+      o.killed = true;
+      o.property = p->name;
+      o.cases = r.cases;
+      o.shrunk_size = r.shrunk_size;
+      break;
+    }
+  }
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return o;
+}
+
+void print_json(const std::vector<Outcome>& outcomes, double score, const Options& options) {
+  std::cout << "{\"score\": " << score << ", \"seed\": " << options.seed
+            << ", \"max_success\": " << options.max_success << ", \"mutants\": [";
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
+    std::cout << (i ? ", " : "") << "{\"name\": " << quoted(o.name)
+              << ", \"killed\": " << (o.killed ? "true" : "false")
+              << ", \"property\": " << (o.killed ? quoted(o.property) : "null")
+              << ", \"cases\": " << o.cases << ", \"shrunk_size\": " << o.shrunk_size
+              << ", \"seconds\": " << std::setprecision(3) << o.seconds << "}";
+  }
+  std::cout << "]}\n";
+}
+
+void print_table(const std::vector<Outcome>& outcomes, size_t killed, double score,
+                 const Options& options) {
+  std::cout << "SEED=" << options.seed << " max_success=" << options.max_success << "\n";
+  std::cout << std::left << std::setw(29) << "mutant" << std::setw(8) << "killed"
+            << std::setw(70) << "property" << std::right << std::setw(6) << "cases"
+            << std::setw(8) << "shrunk" << std::setw(9) << "seconds" << "\n";
+  for (const auto& o : outcomes) {
+    std::cout << std::left << std::setw(29) << o.name << std::setw(8)
+              << (o.killed ? "yes" : "NO") << std::setw(70) << (o.killed ? o.property : "-")
+              << std::right << std::setw(6) << o.cases << std::setw(8) << o.shrunk_size
+              << std::setw(9) << std::fixed << std::setprecision(2) << o.seconds << "\n";
+  }
+  std::cout << "mutation score: " << killed << " of " << outcomes.size() << " killed ("
+            << std::setprecision(1) << 100.0 * score << "%)\n";
+  for (const auto& o : outcomes) {
+    if (!o.killed) {
+      std::cout << "survivor: " << o.name << "; replay: shardcheck-mutants --only=" << o.name
+                << " --seed=" << options.seed << " --max-success=" << options.max_success
+                << "\n";
+    }
+  }
+}
+
+// The options of `args`, or the exit status when there is nothing to run (--help, bad input).
+std::variant<Options, int> parse(const std::vector<std::string>& args) {
+  Options options;
+  auto split = sc::sim::split_args(args, {"only", "max-success", "seed"}, {"json"});
   if (auto* why = std::get_if<std::string>(&split)) return bad_input(*why);
   for (const sc::sim::Arg& a : std::get<std::vector<sc::sim::Arg>>(split)) {
     if (a.name == "help") {
       std::cout << kUsage;
       return sc::sim::kExitOk;
     } else if (a.name == "json") {
-      json = true;
+      options.json = true;
     } else if (a.name == "only") {
-      only = a.value;
-    } else if (a.name == "max-success" && parse_u64(a.value, max_success) && max_success > 0) {
-    } else if (a.name == "seed" && parse_u64(a.value, seed)) {
+      options.only = a.value;
+    } else if (a.name == "max-success" && parse_u64(a.value, options.max_success) &&
+               options.max_success > 0) {
+    } else if (a.name == "seed" && parse_u64(a.value, options.seed)) {
     } else {
       return bad_input(a.positional() ? "unexpected argument '" + a.value + "'"
                                       : "--" + a.name + "=" + a.value + ": expected a number" +
                                             (a.name == "max-success" ? " above 0" : ""));
     }
   }
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto parsed = parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  const Options& options = std::get<Options>(parsed);
   std::vector<sc::sut::Behaviour> mutants;
   for (const auto& m : sc::sut::all_mutants()) {
-    if (only.empty() || m.name == only) mutants.push_back(m);
+    if (options.only.empty() || m.name == options.only) mutants.push_back(m);
   }
-  if (mutants.empty()) {
-    std::cerr << "shardcheck-mutants: no mutant named '" << only << "'\n";
-    return 2;
-  }
+  if (mutants.empty()) return bad_input("no mutant named '" + options.only + "'");
   std::vector<Outcome> outcomes;
-  for (const auto& m : mutants) {
-    Outcome o;
-    o.name = m.name;
-    const auto start = std::chrono::steady_clock::now();
-    for (const sc::props::Property* p : sc::props::variant_properties()) {
-      sc::props::RunOptions options;
-      options.seed = seed;
-      options.max_success = static_cast<int>(max_success);
-      const sc::props::RunOutcome r = sc::props::run_property([&] { p->body(m); }, options);
-      if (r.kind == sc::props::RunOutcome::Kind::kGaveUp) {
-        std::cerr << "shardcheck-mutants: " << p->name << " gave up on " << m.name << ": "
-                  << r.description << "\n";
-      }
-      if (r.failed()) {
-        o.killed = true;
-        o.property = p->name;
-        o.cases = r.cases;
-        o.shrunk_size = r.shrunk_size;
-        break;
-      }
-    }
-    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    outcomes.push_back(o);
-  }
+  for (const auto& m : mutants) outcomes.push_back(kill(m, options));
   size_t killed = 0;
   for (const auto& o : outcomes) killed += o.killed ? 1 : 0;
   const double score = static_cast<double>(killed) / static_cast<double>(outcomes.size());
-  if (json) {
-    std::cout << "{\"score\": " << score << ", \"seed\": " << seed
-              << ", \"max_success\": " << max_success << ", \"mutants\": [";
-    for (size_t i = 0; i < outcomes.size(); ++i) {
-      const Outcome& o = outcomes[i];
-      std::cout << (i ? ", " : "") << "{\"name\": " << quoted(o.name)
-                << ", \"killed\": " << (o.killed ? "true" : "false")
-                << ", \"property\": " << (o.killed ? quoted(o.property) : "null")
-                << ", \"cases\": " << o.cases << ", \"shrunk_size\": " << o.shrunk_size
-                << ", \"seconds\": " << std::setprecision(3) << o.seconds << "}";
-    }
-    std::cout << "]}\n";
+  if (options.json) {
+    print_json(outcomes, score, options);
   } else {
-    std::cout << "SEED=" << seed << " max_success=" << max_success << "\n";
-    std::cout << std::left << std::setw(29) << "mutant" << std::setw(8) << "killed"
-              << std::setw(70) << "property" << std::right << std::setw(6) << "cases"
-              << std::setw(8) << "shrunk" << std::setw(9) << "seconds" << "\n";
-    for (const auto& o : outcomes) {
-      std::cout << std::left << std::setw(29) << o.name << std::setw(8)
-                << (o.killed ? "yes" : "NO") << std::setw(70)
-                << (o.killed ? o.property : "-") << std::right << std::setw(6) << o.cases
-                << std::setw(8) << o.shrunk_size << std::setw(9) << std::fixed
-                << std::setprecision(2) << o.seconds << "\n";
-    }
-    std::cout << "mutation score: " << killed << " of " << outcomes.size() << " killed ("
-              << std::setprecision(1) << 100.0 * score << "%)\n";
-    for (const auto& o : outcomes) {
-      if (!o.killed) {
-        std::cout << "survivor: " << o.name << "; replay: shardcheck-mutants --only=" << o.name
-                  << " --seed=" << seed << " --max-success=" << max_success << "\n";
-      }
-    }
+    print_table(outcomes, killed, score, options);
   }
-  return killed == outcomes.size() ? 0 : 1;
+  return killed == outcomes.size() ? sc::sim::kExitOk : sc::sim::kExitCheckFailed;
 }

@@ -119,6 +119,78 @@ void classify(const model::CaseSpec& c, const gen::Schedule& s) {
   RC_CLASSIFY(s.steps.size() > 1, "several steps");
 }
 
+// The hybrid optimizer's placement of every installed tensor against the offload plan.
+void check_placement(const model::CaseSpec& c, const model::RankPlan& plan,
+                     const model::RankReference& ref, const sim::RankUnderTest& rig,
+                     const sut::Behaviour& b) {
+  const model::OffloadPlan& want = ref.offload_plan();
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+      const sim::ObservedPlacement got = rig.placement(g, i);
+      const model::HdoPlacement& w = want.placements[g][i];
+      const bool same = got.offloaded == w.offloaded && got.fp32_copy == w.fp32_copy &&
+                        got.host_pinned == w.host_pinned && got.cpu_optimizer == w.cpu_optimizer;
+      if (!same) {
+        std::ostringstream os;
+        os << entry_name(c, plan, g, i, 0) << ": port offloaded=" << got.offloaded
+           << " fp32_copy=" << got.fp32_copy << " pinned=" << got.host_pinned
+           << " cpu_optimizer=" << got.cpu_optimizer << "; plan " << w.offloaded << " "
+           << w.fp32_copy << " " << w.host_pinned << " " << w.cpu_optimizer;
+        check(os.str(), b);
+      }
+    }
+  }
+  check(rig.num_cpu_optimizers() == want.num_cpu_optimizers &&
+                rig.has_accelerator_optimizer() == want.has_accelerator_optimizer
+            ? Violation()
+            : Violation("number of sub-optimizers differs from the plan"),
+        b);
+}
+
+// The model predicts that the optimizer refuses the first step with `want`: the port must raise
+// exactly that.
+void check_step_refused(const model::CaseSpec& c, const gen::Schedule& s, const std::string& want,
+                        sim::RankUnderTest& rig, const sut::Behaviour& b) {
+  RC_TAG("step refused");
+  Violation v = "the first step succeeded; the reference expects: " + want;
+  try {
+    rig.step(gen::materialise(c, s.steps.front()));
+  } catch (const c10::Error& e) {
+    v = e.msg() == want ? Violation()
+                        : Violation("the first step raised \"" + e.msg() +
+                                    "\"; the reference expects \"" + want + "\"");
+  }
+  check(v, b);
+}
+
+// Installed entry (g, i) after step `k` (1-based) under `claim`: the model piece, the unchanged
+// piece or the optimizer state, against the reference.
+void check_entry(const model::CaseSpec& c, const model::RankPlan& plan,
+                 const model::RankReference& ref, const sim::RankUnderTest& rig, size_t g,
+                 size_t i, int k, NumericClaim claim, const sut::Behaviour& b) {
+  const std::string at = entry_name(c, plan, g, i, k);
+  if (claim == NumericClaim::kModelParams) {
+    check(compare_exact(rig.model_piece(g, i), ref.model_piece(g, i), at), b);
+  } else if (claim == NumericClaim::kUnchanged) {
+    const auto& full = rig.initial_values()[plan.groups[g].installed[i].param];
+    const auto& range = plan.groups[g].installed[i].param_range;
+    check(compare_exact(rig.model_piece(g, i),
+                        std::vector<float>(full.begin() + range.start, full.begin() + range.end),
+                        at + " (must be unchanged)"),
+          b);
+  } else if (claim == NumericClaim::kState) {
+    const sim::ObservedState got = rig.state(g, i);
+    const model::AdamWState32& want = ref.state(g, i);
+    if (!got.present) check(at + ": no optimizer state after a step", b);
+    check(compare_exact(got.exp_avg, want.exp_avg, at + " exp_avg"), b);
+    check(compare_exact(got.exp_avg_sq, want.exp_avg_sq, at + " exp_avg_sq"), b);
+    check(compare_exact(got.master, ref.master_piece(g, i), at + " master"), b);
+    if (got.step != want.step) {
+      check(at + ": step " + std::to_string(got.step) + " != " + std::to_string(want.step), b);
+    }
+  }
+}
+
 }  // namespace
 
 void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
@@ -134,44 +206,11 @@ void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
     const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
     model::RankReference ref(c, plan, rig.initial_values(), fma, device().is_cuda());
     if (claim == NumericClaim::kPlacement) {
-      if (!c.cpu_offload) return;
-      const model::OffloadPlan& want = ref.offload_plan();
-      for (size_t g = 0; g < plan.groups.size(); ++g) {
-        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-          const sim::ObservedPlacement got = rig.placement(g, i);
-          const model::HdoPlacement& w = want.placements[g][i];
-          const bool same = got.offloaded == w.offloaded && got.fp32_copy == w.fp32_copy &&
-                            got.host_pinned == w.host_pinned &&
-                            got.cpu_optimizer == w.cpu_optimizer;
-          if (!same) {
-            std::ostringstream os;
-            os << entry_name(c, plan, g, i, 0) << ": port offloaded=" << got.offloaded
-               << " fp32_copy=" << got.fp32_copy << " pinned=" << got.host_pinned
-               << " cpu_optimizer=" << got.cpu_optimizer << "; plan " << w.offloaded << " "
-               << w.fp32_copy << " " << w.host_pinned << " " << w.cpu_optimizer;
-            check(os.str(), b);
-          }
-        }
-      }
-      check(rig.num_cpu_optimizers() == want.num_cpu_optimizers &&
-                    rig.has_accelerator_optimizer() == want.has_accelerator_optimizer
-                ? Violation()
-                : Violation("number of sub-optimizers differs from the plan"),
-            b);
+      if (c.cpu_offload) check_placement(c, plan, ref, rig, b);
       return;
     }
     if (const auto& want = ref.step_error()) {
-      // The model predicts that the optimizer refuses the first step: the port must raise it.
-      RC_TAG("step refused");
-      Violation v = "the first step succeeded; the reference expects: " + *want;
-      try {
-        rig.step(gen::materialise(c, s.steps.front()));
-      } catch (const c10::Error& e) {
-        v = e.msg() == *want ? Violation()
-                             : Violation("the first step raised \"" + e.msg() +
-                                         "\"; the reference expects \"" + *want + "\"");
-      }
-      check(v, b);
+      check_step_refused(c, s, *want, rig, b);
       return;
     }
     for (size_t k = 0; k < s.steps.size(); ++k) {
@@ -180,30 +219,7 @@ void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
       ref.step(in);
       for (size_t g = 0; g < plan.groups.size(); ++g) {
         for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-          const std::string at = entry_name(c, plan, g, i, static_cast<int>(k + 1));
-          if (claim == NumericClaim::kModelParams) {
-            check(compare_exact(rig.model_piece(g, i), ref.model_piece(g, i), at), b);
-          } else if (claim == NumericClaim::kUnchanged) {
-            const auto& full = rig.initial_values()[plan.groups[g].installed[i].param];
-            const auto& range = plan.groups[g].installed[i].param_range;
-            check(compare_exact(rig.model_piece(g, i),
-                                std::vector<float>(full.begin() + range.start,
-                                                   full.begin() + range.end),
-                                at + " (must be unchanged)"),
-                  b);
-          } else if (claim == NumericClaim::kState) {
-            const sim::ObservedState got = rig.state(g, i);
-            const model::AdamWState32& want = ref.state(g, i);
-            if (!got.present) check(at + ": no optimizer state after a step", b);
-            check(compare_exact(got.exp_avg, want.exp_avg, at + " exp_avg"), b);
-            check(compare_exact(got.exp_avg_sq, want.exp_avg_sq, at + " exp_avg_sq"), b);
-            check(compare_exact(got.master, ref.master_piece(g, i), at + " master"), b);
-            if (got.step != want.step) {
-              check(at + ": step " + std::to_string(got.step) + " != " +
-                        std::to_string(want.step),
-                    b);
-            }
-          }
+          check_entry(c, plan, ref, rig, g, i, static_cast<int>(k + 1), claim, b);
         }
       }
     }

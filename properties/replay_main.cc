@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -34,69 +35,73 @@ int usage(const std::string& why) {
   return sc::sim::kExitBadInput;
 }
 
-}  // namespace
+// The case file's path and the --variant and --property given (empty when not).
+struct Request {
+  std::string path;
+  std::optional<std::string> variant, property;
+};
 
-int main(int argc, char** argv) {
-  std::string path, variant, property;
-  bool have_variant = false, have_property = false;
-  auto split = sc::sim::split_args(std::vector<std::string>(argv + 1, argv + argc),
-                                   {"variant", "property"}, {});
+// The request of `args`, or the exit status when there is nothing to replay.
+std::variant<Request, int> parse(const std::vector<std::string>& args) {
+  Request request;
+  auto split = sc::sim::split_args(args, {"variant", "property"}, {});
   if (auto* why = std::get_if<std::string>(&split)) return usage(*why);
   for (const sc::sim::Arg& a : std::get<std::vector<sc::sim::Arg>>(split)) {
     if (a.name == "help") {
       std::cout << kUsage;
       return sc::sim::kExitOk;
     } else if (a.name == "variant") {
-      variant = a.value;
-      have_variant = true;
+      request.variant = a.value;
     } else if (a.name == "property") {
-      property = a.value;
-      have_property = true;
-    } else if (path.empty()) {
-      path = a.value;
+      request.property = a.value;
+    } else if (request.path.empty()) {
+      request.path = a.value;
     } else {
       return usage("a second case file '" + a.value + "'");
     }
   }
-  if (path.empty()) return usage("no case file given");
+  if (request.path.empty()) return usage("no case file given");
+  return request;
+}
+
+// The case file at `path`, or the exit status after naming what is wrong with it.
+std::variant<sc::props::CaseFile, int> read_case_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return usage("cannot read case file '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
-  sc::props::CaseFile file;
   try {
-    file = sc::props::parse_case_file(text.str());
+    return sc::props::parse_case_file(text.str());
   } catch (const sc::props::CaseFileError& e) {
     std::cerr << "shardcheck-replay: " << path << ": " << e.what() << "\n";
-    return 2;
+    return sc::sim::kExitBadInput;
   }
-  if (!have_variant) variant = file.variant.empty() ? sc::sut::fully_patched().name : file.variant;
-  if (!have_property) property = file.property;
-  if (property.empty()) return usage(path + ": the file names no property: give --property");
-  const auto behaviour = sc::sut::behaviour_by_name(variant);
-  if (!behaviour) return usage("--variant: no variant or mutant named '" + variant + "'");
-  const sc::props::Property* def = sc::props::find_property(property);
-  if (def == nullptr) return usage("--property: no property named '" + property + "'");
-  if (!def->check) {
-    return usage("--property: " + property + " draws inputs a case file does not hold");
-  }
+}
 
+// The one line that says what is replayed.
+void print_case(const std::string& property, const std::string& variant,
+                const sc::props::CaseInputs& inputs) {
   std::cout << "replay: " << property << " variant=" << variant << " case=";
-  sc::model::showValue(file.inputs.c, std::cout);
+  sc::model::showValue(inputs.c, std::cout);
   std::cout << " ";
-  sc::gen::showValue(file.inputs.schedule, std::cout);
-  std::cout << " split=" << file.inputs.split << " other_fraction=" << file.inputs.other_fraction;
-  if (!file.inputs.map_location.empty()) std::cout << " map_location=" << file.inputs.map_location;
-  if (!file.inputs.commands.empty()) {
-    std::cout << " rank=" << file.inputs.rank << " commands=" << file.inputs.commands.size();
+  sc::gen::showValue(inputs.schedule, std::cout);
+  std::cout << " split=" << inputs.split << " other_fraction=" << inputs.other_fraction;
+  if (!inputs.map_location.empty()) std::cout << " map_location=" << inputs.map_location;
+  if (!inputs.commands.empty()) {
+    std::cout << " rank=" << inputs.rank << " commands=" << inputs.commands.size();
   }
   std::cout << "\n";
+}
+
+// Runs `property`'s check once on `inputs` against `behaviour`; the exit status.
+int replay(const sc::props::Property& property, const sc::props::CaseInputs& inputs,
+           const sc::sut::Behaviour& behaviour) {
   // One RapidCheck case that draws nothing: RC_ASSERT, RC_LOG and RC_PRE work as in the suite.
   sc::props::RunOptions once;
   once.max_success = 1;
   once.shrink = false;
   const sc::props::RunOutcome r =
-      sc::props::run_property([&] { def->check(file.inputs, *behaviour); }, once);
+      sc::props::run_property([&] { property.check(inputs, behaviour); }, once);
   if (r.failed()) {
     std::cout << "FAIL: " << r.description << "\n";
     return sc::sim::kExitCheckFailed;
@@ -107,5 +112,32 @@ int main(int argc, char** argv) {
     return sc::sim::kExitBadInput;
   }
   std::cout << "PASS\n";
-  return 0;
+  return sc::sim::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto parsed = parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  const Request& request = std::get<Request>(parsed);
+  const auto read = read_case_file(request.path);
+  if (const int* status = std::get_if<int>(&read)) return *status;
+  const sc::props::CaseFile& file = std::get<sc::props::CaseFile>(read);
+  const std::string variant = request.variant ? *request.variant
+                              : file.variant.empty() ? sc::sut::fully_patched().name
+                                                     : file.variant;
+  const std::string property = request.property ? *request.property : file.property;
+  if (property.empty()) {
+    return usage(request.path + ": the file names no property: give --property");
+  }
+  const auto behaviour = sc::sut::behaviour_by_name(variant);
+  if (!behaviour) return usage("--variant: no variant or mutant named '" + variant + "'");
+  const sc::props::Property* def = sc::props::find_property(property);
+  if (def == nullptr) return usage("--property: no property named '" + property + "'");
+  if (!def->check) {
+    return usage("--property: " + property + " draws inputs a case file does not hold");
+  }
+  print_case(property, variant, file.inputs);
+  return replay(*def, file.inputs, *behaviour);
 }

@@ -120,7 +120,27 @@ struct RankRigImpl {
   }
   // The host waits for the device before it reads or changes tensors itself.
   void drain() const { streams->synchronize(); }
+  // Builds the rank: parameters, buffers, the inner optimizer, the DistributedOptimizer, and
+  // what construction installed (or raised).
   void build(uint64_t seed);
+  // The case's parameters from `seed`; this instance's become the port's model params.
+  void make_params(uint64_t seed);
+  // The grad and param buffers, one DDP instance per model chunk, named for the streams.
+  std::vector<const sut::ParamAndGradBuffer*> make_buffers();
+  // The distinct optimizer group indices of this instance's parameters, ascending.
+  std::vector<int> group_ids() const;
+  // The inner optimizer Megatron's factory makes for the case, one group per id of `ids`.
+  std::unique_ptr<torch::optim::Optimizer> make_inner_optimizer(const std::vector<int>& ids);
+  // The DistributedOptimizer over `inner`; records its error instead of throwing.
+  void construct(std::unique_ptr<torch::optim::Optimizer> inner,
+                 const std::vector<const sut::ParamAndGradBuffer*>& buffer_ptrs);
+  // The gbuf ranges and the installed groups, as construction hands them over.
+  void observe_ranges(const sut::DistributedOptimizer& d);
+  void observe_groups(const sut::DistributedOptimizer& d);
+  // The identifier keys load_state_dict matches groups by.
+  void set_group_keys(const std::vector<int>& ids);
+  // After construction: whether the optimizer holds the installed tensors, and the bytes.
+  void observe_constructed();
   const sut::HybridDeviceOptimizer* hdo() const {
     return dist ? dynamic_cast<const sut::HybridDeviceOptimizer*>(&dist->optimizer()) : nullptr;
   }
@@ -130,12 +150,8 @@ struct RankRigImpl {
   }
 };
 
-void RankRigImpl::build(uint64_t seed) {
-  obs.instance = instance;
-  obs.rank = rank;
+void RankRigImpl::make_params(uint64_t seed) {
   const bool expert = instance == model::Instance::kExpert;
-  const int64_t dp = model::instance_dp(c, instance);
-
   // Every parameter of the case draws its values from the seed, so all ranks agree.
   SplitMix64 rng(seed);
   for (int i = 0; i < static_cast<int>(c.params.size()); ++i) {
@@ -154,7 +170,9 @@ void RankRigImpl::build(uint64_t seed) {
     params.push_back(std::move(mp));
     case_index.push_back(i);
   }
+}
 
+std::vector<const sut::ParamAndGradBuffer*> RankRigImpl::make_buffers() {
   sut::DdpConfig ddp;
   ddp.grad_reduce_in_fp32 = c.grad_reduce_in_fp32;
   ddp.pad_buckets_for_high_nccl_busbw = c.pad_for_high_nccl_busbw;
@@ -162,6 +180,7 @@ void RankRigImpl::build(uint64_t seed) {
   if (behaviour.mutant_align_off_by_one) ddp.param_alignment = 63;
   ddp.bucket_pad_product = behaviour.mutant_bucket_pad_product;
   ddp.forward_order = behaviour.mutant_forward_order;
+  const int64_t dp = model::instance_dp(c, instance);
   std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs;
   std::map<int, std::vector<int>> chunks;  // model chunk -> its params, ascending chunks
   for (size_t i = 0; i < params.size(); ++i) {
@@ -177,7 +196,6 @@ void RankRigImpl::build(uint64_t seed) {
       buffer_ptrs.push_back(buffers.back().get());
     }
   }
-
   for (size_t k = 0; k < buffers.size(); ++k) {
     if (buffers[k]->param_data().defined()) {
       streams->name(buffers[k]->param_data(), "param buffer " + std::to_string(k));
@@ -185,15 +203,25 @@ void RankRigImpl::build(uint64_t seed) {
     streams->name(buffers[k]->grad_data(), "grad buffer " + std::to_string(k));
   }
   for (const auto& mp : params) streams->name(mp.param, mp.name);
-  // The inner optimizer over the full model params, one group per distinct group index.
-  std::vector<int> group_ids;
+  return buffer_ptrs;
+}
+
+std::vector<int> RankRigImpl::group_ids() const {
+  const bool expert = instance == model::Instance::kExpert;
+  std::vector<int> ids;
   for (const model::ParamSpec& p : c.params) {
-    if (p.is_expert == expert) group_ids.push_back(p.group);
+    if (p.is_expert == expert) ids.push_back(p.group);
   }
-  std::sort(group_ids.begin(), group_ids.end());
-  group_ids.erase(std::unique(group_ids.begin(), group_ids.end()), group_ids.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+std::unique_ptr<torch::optim::Optimizer> RankRigImpl::make_inner_optimizer(
+    const std::vector<int>& ids) {
+  // The inner optimizer over the full model params, one group per distinct group index.
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  for (int g : group_ids) {
+  for (int g : ids) {
     std::vector<torch::Tensor> members;
     for (size_t i = 0; i < params.size(); ++i) {
       if (c.params[case_index[i]].group == g) members.push_back(params[i].param);
@@ -211,71 +239,84 @@ void RankRigImpl::build(uint64_t seed) {
                                            group_weight_decay(g))));
     }
   }
-  std::unique_ptr<torch::optim::Optimizer> inner;
   if (c.cpu_offload) {
     sut::HdoOptions defaults;
     defaults.offload_fraction(c.offload_fraction)
         .param_update_in_fp32(true)
         .overlap_cpu_optimizer_d2h_h2d(c.overlap_cpu_optimizer_d2h_h2d);
-    inner = std::make_unique<sut::HybridDeviceOptimizer>(std::move(groups), defaults, device,
-                                                         &attrs, behaviour, streams.get(),
-                                                         engines::engine_for(behaviour).get());
-  } else if (c.precision_aware) {
+    return std::make_unique<sut::HybridDeviceOptimizer>(std::move(groups), defaults, device,
+                                                        &attrs, behaviour, streams.get(),
+                                                        engines::engine_for(behaviour).get());
+  }
+  if (c.precision_aware) {
     // The factory's precision-aware TE FusedAdam: master weights, decoupled grads, remainders.
     sut::FusedAdamFlags flags;
     flags.use_decoupled_grad = true;
     flags.master_weights = !behaviour.mutant_pa_no_master_weights;
     flags.store_param_remainders = c.store_param_remainders;
-    inner = std::make_unique<sut::FusedAdam>(std::move(groups), sut::FusedAdamOptions(), &attrs,
-                                             flags, behaviour);
-  } else {
-    // Without Transformer Engine (the factory's USING_PYTORCH_OPTIMIZER): torch's AdamW.
-    inner = std::make_unique<torch::optim::AdamW>(std::move(groups));
+    return std::make_unique<sut::FusedAdam>(std::move(groups), sut::FusedAdamOptions(), &attrs,
+                                            flags, behaviour);
   }
+  // Without Transformer Engine (the factory's USING_PYTORCH_OPTIMIZER): torch's AdamW.
+  return std::make_unique<torch::optim::AdamW>(std::move(groups));
+}
 
+void RankRigImpl::observe_ranges(const sut::DistributedOptimizer& d) {
+  const bool expert = instance == model::Instance::kExpert;
+  for (const sut::GbufRangeMap& map : d.gbuf_ranges()) {
+    model::BufferRanges br{model::BufferKey{to_model_dtype(map.param_dtype),
+                                            to_model_dtype(map.grad_dtype), expert},
+                           {}};
+    for (const sut::BucketRangeMap& b : map.buckets) {
+      model::BucketRanges mb{to_model(b.gbuf_world), {}};
+      for (const auto& [p, r] : b.param_map) {
+        mb.param_map.push_back(model::ParamRanges{case_index[p], to_model(r.gbuf_world),
+                                                  to_model(r.gbuf_world_in_bucket),
+                                                  to_model(r.gbuf_local), to_model(r.param)});
+      }
+      br.buckets.push_back(std::move(mb));
+    }
+    obs.ranges.push_back(std::move(br));
+  }
+}
+
+void RankRigImpl::observe_groups(const sut::DistributedOptimizer& d) {
+  for (size_t g = 0; g < d.opt_group_ranges().size(); ++g) {
+    std::vector<int> order = d.model_fp32_groups()[g];
+    order.insert(order.end(), d.model_float16_groups()[g].begin(),
+                 d.model_float16_groups()[g].end());
+    const auto& tensors = d.installed(g);
+    std::vector<ObservedTensor> group;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      group.push_back(observe(tensors[i], case_index[order[i]], params[order[i]]));
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!group[i].aliases_model && tensors[i].defined()) {
+        streams->name(tensors[i], "fp32 main param of " + params[order[i]].name);
+      }
+    }
+    obs.groups.push_back(std::move(group));
+    installed.push_back(tensors);
+    installed_param.push_back(order);
+  }
+  for (const auto& [p, where] : d.model_param_group_index_map()) {
+    obs.index_map[case_index[p]] = where;
+  }
+}
+
+void RankRigImpl::construct(std::unique_ptr<torch::optim::Optimizer> inner,
+                            const std::vector<const sut::ParamAndGradBuffer*>& buffer_ptrs) {
   sut::OptimizerConfig config;
   config.use_precision_aware_optimizer_no_fp8_or_ds_fp8 = c.precision_aware;
   config.store_param_remainders = c.store_param_remainders;
-  for (const model::ParamSpec& p : c.params) config.bf16 = config.bf16 || p.dtype == model::DType::kBFloat16;
-  auto probe = [&](const sut::DistributedOptimizer& d) {
-    for (const sut::GbufRangeMap& map : d.gbuf_ranges()) {
-      model::BufferRanges br{model::BufferKey{to_model_dtype(map.param_dtype),
-                                              to_model_dtype(map.grad_dtype), expert},
-                             {}};
-      for (const sut::BucketRangeMap& b : map.buckets) {
-        model::BucketRanges mb{to_model(b.gbuf_world), {}};
-        for (const auto& [p, r] : b.param_map) {
-          mb.param_map.push_back(model::ParamRanges{case_index[p], to_model(r.gbuf_world),
-                                                    to_model(r.gbuf_world_in_bucket),
-                                                    to_model(r.gbuf_local), to_model(r.param)});
-        }
-        br.buckets.push_back(std::move(mb));
-      }
-      obs.ranges.push_back(std::move(br));
-    }
-    for (size_t g = 0; g < d.opt_group_ranges().size(); ++g) {
-      std::vector<int> order = d.model_fp32_groups()[g];
-      order.insert(order.end(), d.model_float16_groups()[g].begin(),
-                   d.model_float16_groups()[g].end());
-      const auto& tensors = d.installed(g);
-      std::vector<ObservedTensor> group;
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        group.push_back(observe(tensors[i], case_index[order[i]], params[order[i]]));
-      }
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        if (!group[i].aliases_model && tensors[i].defined()) {
-          streams->name(tensors[i], "fp32 main param of " + params[order[i]].name);
-        }
-      }
-      obs.groups.push_back(std::move(group));
-      installed.push_back(tensors);
-      installed_param.push_back(order);
-    }
-    for (const auto& [p, where] : d.model_param_group_index_map()) {
-      obs.index_map[case_index[p]] = where;
-    }
+  for (const model::ParamSpec& p : c.params) {
+    config.bf16 = config.bf16 || p.dtype == model::DType::kBFloat16;
+  }
+  // What construction installed, observed before the hybrid optimizer's rebuild can raise.
+  auto probe = [this](const sut::DistributedOptimizer& d) {
+    observe_ranges(d);
+    observe_groups(d);
   };
-
   try {
     dist = std::make_unique<sut::DistributedOptimizer>(std::move(inner), config, params,
                                                        buffer_ptrs, behaviour, device, &attrs,
@@ -294,15 +335,20 @@ void RankRigImpl::build(uint64_t seed) {
       }
     }
   }
-  if (!dist) return;
+}
+
+void RankRigImpl::set_group_keys(const std::vector<int>& ids) {
+  const bool expert = instance == model::Instance::kExpert;
   // Identifier keys of the optimizer groups: unique per group, as Megatron's groups are.
   std::vector<sut::GroupKey> keys;
   for (const sut::GroupRange& gr : dist->opt_group_ranges()) {
-    const int id = group_ids.at(static_cast<size_t>(gr.orig_group));
+    const int id = ids.at(static_cast<size_t>(gr.orig_group));
     keys.push_back(sut::GroupKey{group_weight_decay(id) > 0 ? 1.0 : 0.0, 1.0 + id, expert, false});
   }
   dist->set_group_keys(std::move(keys));
+}
 
+void RankRigImpl::observe_constructed() {
   const auto& final_groups = dist->optimizer().param_groups();
   obs.final_groups_match = final_groups.size() == installed.size();
   for (size_t g = 0; obs.final_groups_match && g < installed.size(); ++g) {
@@ -332,6 +378,18 @@ void RankRigImpl::build(uint64_t seed) {
       }
     }
   }
+}
+
+void RankRigImpl::build(uint64_t seed) {
+  obs.instance = instance;
+  obs.rank = rank;
+  make_params(seed);
+  const std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs = make_buffers();
+  const std::vector<int> ids = group_ids();
+  construct(make_inner_optimizer(ids), buffer_ptrs);
+  if (!dist) return;
+  set_group_keys(ids);
+  observe_constructed();
 }
 
 namespace {
