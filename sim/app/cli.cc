@@ -30,15 +30,15 @@ namespace sc::sim {
 
 namespace {
 
-std::string join(const std::vector<std::string>& v, const char* sep) {
+std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
   return s;
 }
 
-std::string json_escape(const std::string& s) {
+std::string json_escape(const std::string& text) {
   std::string out;
-  for (char ch : s) {
+  for (char ch : text) {
     if (ch == '"' || ch == '\\') out += '\\';
     out += ch;
   }
@@ -61,58 +61,43 @@ struct Row {
   uint64_t digest = 0;  // of the final states of the rank's instances (tensor mode)
 };
 
-// Adds one instance of one rank to `row`: counts, bytes, outcome and, with steps, the largest
-// difference from the reference.
-void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device,
-              const model::CaseSpec& c, model::Instance inst, int64_t rank, Row& row) {
-  const auto layouts = model::full_param_layout(c);
-  const model::RankPlan plan = model::plan_rank(c, layouts, inst, rank);
-  for (const auto& g : plan.groups) {
-    for (const auto& e : g.installed) {
-      ++row.pieces;
-      row.pieces_fp32 += c.params[e.param].dtype == model::DType::kFloat32 ? 1 : 0;
-    }
-  }
-  auto fail = [&](const std::string& outcome, int param) {
-    if (!row.ok) return;
-    row.ok = false;
-    row.outcome = outcome;
-    if (param >= 0) row.failing_param = c.params[param].name;
-  };
-  const model::RankBytes bytes = model::rank_bytes(c, layouts, plan, device.is_cuda());
-  row.bytes += bytes;
-  if (o.layout_only) {
-    row.accel_bytes += bytes.accelerator.at_construction();
-    row.host_bytes += bytes.host.at_construction();
-    // The model predicts the leaf check: the first fp32 view installed is a non-leaf.
-    if (!b.detach_fp32_shard && c.cpu_offload && model::owns_fp32_piece(c, plan)) {
-      for (const auto& g : plan.groups) {
-        for (const auto& e : g.installed) {
-          if (e.kind == model::ShardKind::kFp32View) {
-            fail("ValueError: can't optimize a non-leaf Tensor (first: " +
-                 c.params[e.param].name + ") [predicted]",
-                 e.param);
-          }
+// Marks `row` failed with `outcome` and the parameter it fails on (-1: none), unless it failed
+// already.
+void fail_row(const model::CaseSpec& spec, const std::string& outcome, int param, Row& row) {
+  if (!row.ok) return;
+  row.ok = false;
+  row.outcome = outcome;
+  if (param >= 0) row.failing_param = spec.params[param].name;
+}
+
+// The layout-only mode's outcome: the model predicts the leaf check (the first fp32 view
+// installed is a non-leaf).
+void predict_outcome(const sut::Behaviour& behaviour, const model::CaseSpec& spec,
+                     const model::RankPlan& plan, Row& row) {
+  if (!behaviour.detach_fp32_shard && spec.cpu_offload && model::owns_fp32_piece(spec, plan)) {
+    for (const auto& g : plan.groups) {
+      for (const auto& e : g.installed) {
+        if (e.kind == model::ShardKind::kFp32View) {
+          fail_row(spec,
+                   "ValueError: can't optimize a non-leaf Tensor (first: " +
+                       spec.params[e.param].name + ") [predicted]",
+                   e.param, row);
         }
       }
     }
-    return;
   }
-  RankRig rig(c, inst, rank, b, device, o.seed);
-  const RankObservation& obs = rig.construction();
-  row.accel_bytes += obs.accel_bytes;
-  row.host_bytes += obs.host_bytes;
-  if (obs.error) {
-    std::string outcome = obs.error_type + ": " + *obs.error;
-    if (obs.failing_param >= 0) outcome += " (first: " + c.params[obs.failing_param].name + ")";
-    fail(outcome, obs.failing_param);
-    return;
-  }
+}
+
+// With steps, steps `rig` and the reference alike and adds to `row` the digest and the largest
+// difference between them (per parameter too with --heat).
+void compare_with_reference(const CliOptions& options, torch::Device device,
+                            const model::CaseSpec& spec, const model::RankPlan& plan, RankRig& rig,
+                            Row& row) {
   const auto fma = torch_cpu_fma_mode();
-  if (o.steps == 0 || !fma) return;
-  model::RankReference ref(c, plan, rig.initial_values(), *fma, device.is_cuda());
-  for (int k = 0; k < o.steps; ++k) {
-    const model::StepInputs in = main_job_step(c, o.seed, k);
+  if (options.steps == 0 || !fma) return;
+  model::RankReference ref(spec, plan, rig.initial_values(), *fma, device.is_cuda());
+  for (int k = 0; k < options.steps; ++k) {
+    const model::StepInputs in = main_job_step(spec, options.seed, k);
     rig.step(in);
     ref.step(in);
   }
@@ -128,17 +113,52 @@ void evaluate(const CliOptions& o, const sut::Behaviour& b, torch::Device device
         if (!(d <= row.max_diff)) row.max_diff = std::isnan(d) ? INFINITY : d;
         if (!(d <= piece_diff)) piece_diff = std::isnan(d) ? INFINITY : d;
       }
-      if (o.heat) {
-        row.param_diff.emplace_back(c.params[plan.groups[g].installed[i].param].name, piece_diff);
+      if (options.heat) {
+        row.param_diff.emplace_back(spec.params[plan.groups[g].installed[i].param].name,
+                                    piece_diff);
       }
     }
   }
 }
 
+// Adds one instance of one rank to `row`: counts, bytes, outcome and, with steps, the largest
+// difference from the reference.
+void evaluate(const CliOptions& options, const sut::Behaviour& behaviour, torch::Device device,
+              const model::CaseSpec& spec, model::Instance inst, int64_t rank, Row& row) {
+  const auto layouts = model::full_param_layout(spec);
+  const model::RankPlan plan = model::plan_rank(spec, layouts, inst, rank);
+  for (const auto& g : plan.groups) {
+    for (const auto& e : g.installed) {
+      ++row.pieces;
+      row.pieces_fp32 += spec.params[e.param].dtype == model::DType::kFloat32 ? 1 : 0;
+    }
+  }
+  const model::RankBytes bytes = model::rank_bytes(spec, layouts, plan, device.is_cuda());
+  row.bytes += bytes;
+  if (options.layout_only) {
+    row.accel_bytes += bytes.accelerator.at_construction();
+    row.host_bytes += bytes.host.at_construction();
+    predict_outcome(behaviour, spec, plan, row);
+    return;
+  }
+  RankRig rig(spec, inst, rank, behaviour, device, options.seed);
+  const RankObservation& obs = rig.construction();
+  row.accel_bytes += obs.accel_bytes;
+  row.host_bytes += obs.host_bytes;
+  if (obs.error) {
+    std::string outcome = obs.error_type + ": " + *obs.error;
+    if (obs.failing_param >= 0) {
+      outcome += " (first: " + spec.params[obs.failing_param].name + ")";
+    }
+    fail_row(spec, outcome, obs.failing_param, row);
+    return;
+  }
+  compare_with_reference(options, device, spec, plan, rig, row);
+}
 
-std::string fmt_diff(double d) {
+std::string fmt_diff(double diff) {
   std::ostringstream os;
-  os << std::setprecision(3) << d;
+  os << std::setprecision(3) << diff;
   return os.str();
 }
 
@@ -164,17 +184,18 @@ RunStats measure(std::chrono::steady_clock::time_point start) {
   return s;
 }
 
-std::string side_json(const model::SideBytes& b) {
-  return "{\"param_buffer\": " + std::to_string(b.param_buffer) +
-         ", \"grad_buffer\": " + std::to_string(b.grad_buffer) +
-         ", \"main_params\": " + std::to_string(b.main_params) +
-         ", \"grad_copies\": " + std::to_string(b.grad_copies) +
-         ", \"optimizer_state\": " + std::to_string(b.optimizer_state) + "}";
+std::string side_json(const model::SideBytes& side) {
+  return "{\"param_buffer\": " + std::to_string(side.param_buffer) +
+         ", \"grad_buffer\": " + std::to_string(side.grad_buffer) +
+         ", \"main_params\": " + std::to_string(side.main_params) +
+         ", \"grad_copies\": " + std::to_string(side.grad_copies) +
+         ", \"optimizer_state\": " + std::to_string(side.optimizer_state) + "}";
 }
 
-std::string bytes_json(const model::RankBytes& b) {
-  return "{\"accelerator\": " + side_json(b.accelerator) + ", \"host\": " + side_json(b.host) +
-         ", \"host_pinned\": " + std::to_string(b.host_pinned) + "}";
+std::string bytes_json(const model::RankBytes& bytes) {
+  return "{\"accelerator\": " + side_json(bytes.accelerator) +
+         ", \"host\": " + side_json(bytes.host) +
+         ", \"host_pinned\": " + std::to_string(bytes.host_pinned) + "}";
 }
 
 void print_json(std::ostream& out, const std::string& header, const std::vector<Row>& rows,
@@ -201,8 +222,8 @@ void print_json(std::ostream& out, const std::string& header, const std::vector<
   out << "}\n";
 }
 
-void print_table(std::ostream& out, const CliOptions& o, int64_t scale, const std::string& header,
-                 const std::vector<Row>& rows) {
+void print_table(std::ostream& out, const CliOptions& options, int64_t scale,
+                 const std::string& header, const std::vector<Row>& rows) {
   out << header << "\n";
   out << "stage: pipeline stage; params/fp32: parameters held (fp32-kept); pieces/fp32: shard\n"
          "pieces this rank owns and hands to the optimizer (of fp32 parameters); bytes at scale "
@@ -210,10 +231,11 @@ void print_table(std::ostream& out, const CliOptions& o, int64_t scale, const st
       << "accel_bytes/host_bytes after construction, accel_step/host_step once the optimizer has\n"
       << "stepped (optimizer state and grad copies added; the model's accounting, split by kind\n"
       << "in --json); max_diff: largest |port - reference| over owned elements after "
-      << (o.layout_only ? 0 : o.steps) << " steps,\n0 = bit-identical"
-      << (o.layout_only ? "; outcomes predicted by the model" : "") << "\n";
-  if (o.world.tp > 1) {
-    out << "tp=" << o.world.tp << ": the rows are TP rank 0 of each stage and DP rank; every TP "
+      << (options.layout_only ? 0 : options.steps) << " steps,\n0 = bit-identical"
+      << (options.layout_only ? "; outcomes predicted by the model" : "") << "\n";
+  if (options.world.tp > 1) {
+    out << "tp=" << options.world.tp
+        << ": the rows are TP rank 0 of each stage and DP rank; every TP "
         << "rank of a stage holds the same structure\n";
   }
   out << std::left << std::setw(9) << "variant" << std::right << std::setw(5) << "rank"
@@ -233,7 +255,7 @@ void print_table(std::ostream& out, const CliOptions& o, int64_t scale, const st
         << bytes(r, r.bytes.host.after_step()) << std::setw(10)
         << (r.compared ? fmt_diff(r.max_diff) : "-") << "  " << r.outcome << "\n";
   }
-  for (const std::string& vname : o.variants) {
+  for (const std::string& vname : options.variants) {
     int total = 0, failed = 0;
     for (const Row& r : rows) {
       if (r.variant != vname) continue;
@@ -245,100 +267,104 @@ void print_table(std::ostream& out, const CliOptions& o, int64_t scale, const st
 }
 
 // The pipeline split in the header: " layout=L", " first_stage_layers=N ...", or nothing (even).
-std::string pipeline_split(const WorldSizes& w) {
+std::string pipeline_split(const WorldSizes& world) {
   std::string s;
-  if (!w.pipeline_layout.empty()) s += " pipeline_layout=" + w.pipeline_layout;
-  if (w.first_stage_layers > 0) s += " first_stage_layers=" + std::to_string(w.first_stage_layers);
-  if (w.last_stage_layers > 0) s += " last_stage_layers=" + std::to_string(w.last_stage_layers);
+  if (!world.pipeline_layout.empty()) s += " pipeline_layout=" + world.pipeline_layout;
+  if (world.first_stage_layers > 0) {
+    s += " first_stage_layers=" + std::to_string(world.first_stage_layers);
+  }
+  if (world.last_stage_layers > 0) {
+    s += " last_stage_layers=" + std::to_string(world.last_stage_layers);
+  }
   return s;
 }
 
-std::string stats_line(const RunStats& s) {
+std::string stats_line(const RunStats& stats) {
   std::ostringstream os;
-  os << std::fixed << std::setprecision(2) << "stats: wall " << s.wall_s << " s, cpu " << s.cpu_s
-     << " s, peak resident memory " << static_cast<double>(s.peak_rss_bytes) / (1 << 20)
-     << " MiB";
+  os << std::fixed << std::setprecision(2) << "stats: wall " << stats.wall_s << " s, cpu "
+     << stats.cpu_s << " s, peak resident memory "
+     << static_cast<double>(stats.peak_rss_bytes) / (1 << 20) << " MiB";
   return os.str();
 }
 
-}  // namespace
+// The in-process mode's world: the model at its scale, the checked sizes and the device.
+struct InProcessWorld {
+  int64_t scale = 0;
+  ModelInventory model;
+  WorldSizes sizes;
+  torch::Device device{torch::kCPU};
+};
 
-int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.help) {
-    out << cli_usage();
-    return 0;
+// Loads the model and checks the world, the device and (in tensor mode) the memory budget; or
+// the message.
+std::variant<InProcessWorld, std::string> prepare_world(const CliOptions& options) {
+  InProcessWorld world;
+  world.scale = options.scale > 0 ? options.scale : (options.layout_only ? 1 : 64);
+  auto loaded = load_model(options, world.scale);
+  if (auto* message = std::get_if<std::string>(&loaded)) return *message;
+  world.model = std::move(std::get<ModelInventory>(loaded));
+  auto sizes = checked_world(options, world.model);
+  if (auto* why = std::get_if<std::string>(&sizes)) {
+    return "impossible world for " + world.model.name + ": " + *why;
   }
-  if (o.processes > 0 || o.multi_process) {
-    if (auto why = check_multi_process_options(o)) {
-      err << "shardcheck-sim: " << *why << "\n";
-      return 2;
-    }
-    return o.processes > 0 ? run_local_launcher(o, out, err) : run_worker(o, out, err);
+  world.device = sut::pick_device();
+  if (options.device == "cpu") world.device = torch::Device(torch::kCPU);
+  if (options.device == "cuda" && !world.device.is_cuda()) {
+    return "--device=cuda but " + sut::cpu_fallback_reason();
   }
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t scale = o.scale > 0 ? o.scale : (o.layout_only ? 1 : 64);
-  auto loaded = load_model(o, scale);
-  if (auto* message = std::get_if<std::string>(&loaded)) {
-    err << "shardcheck-sim: " << *message << "\n";
-    return 2;
-  }
-  const ModelInventory& model = std::get<ModelInventory>(loaded);
-  const std::vector<InventoryParam>& params = model.params;
-  const int num_layers = model.num_layers, num_experts = model.num_experts;
-  auto world = checked_world(o, model);
-  if (auto* why = std::get_if<std::string>(&world)) {
-    err << "shardcheck-sim: impossible world for " << model.name << ": " << *why << "\n";
-    return 2;
-  }
-  torch::Device device = sut::pick_device();
-  if (o.device == "cpu") device = torch::Device(torch::kCPU);
-  if (o.device == "cuda" && !device.is_cuda()) {
-    err << "shardcheck-sim: --device=cuda but " << sut::cpu_fallback_reason() << "\n";
-    return 2;
-  }
-  const WorldSizes& w = std::get<WorldSizes>(world);
-  if (!o.layout_only) {  // refuse before any tensor is built
-    const int64_t budget = o.memory_budget > 0 ? o.memory_budget : default_memory_budget();
-    if (auto why = memory_budget_refusal(o, model, w, scale, budget)) {
-      err << "shardcheck-sim: " << *why << "\n";
-      return 2;
+  world.sizes = std::get<WorldSizes>(sizes);
+  if (!options.layout_only) {  // refuse before any tensor is built
+    const int64_t budget =
+        options.memory_budget > 0 ? options.memory_budget : default_memory_budget();
+    if (auto why = memory_budget_refusal(options, world.model, world.sizes, world.scale, budget)) {
+      return *why;
     }
   }
-  const std::string header =
-      "SEED=" + std::to_string(o.seed) + " model=" + model.name +
-      (o.model_file.empty() ? "" : " model_file=" + o.model_file) + " scale=" +
-      std::to_string(scale) + " mode=" + (o.layout_only ? "layout-only" : "tensors") +
-      " steps=" + std::to_string(o.layout_only ? 0 : o.steps) + " tp=" + std::to_string(w.tp) +
-      (w.tp > 1 ? " tp_rank=0" : "") + " pp=" + std::to_string(w.pp) +
-      " vpp=" + std::to_string(w.vpp) + pipeline_split(w) + " ep=" + std::to_string(w.ep) +
-      " dp=" + std::to_string(w.dp) + " expert_dp=" + std::to_string(w.dp / w.ep) +
-      " offload=" + (o.offload ? "on" : "off") + " offload_fraction=" + [&] {
-        std::ostringstream f;
-        f << o.offload_fraction;
-        return f.str();
-      }() + " precision_aware=" + (o.precision_aware ? "on" : "off") +
-      " device=" + (device.is_cuda() ? "cuda" : "cpu") + " torch=" + sut::torch_version() +
-      " variants=" + join(o.variants, ",");
+  return world;
+}
 
-  // The pictures' files are checked before the run, which may take a while.
-  for (const std::string* path : {&o.svg, &o.html}) {
+// The configuration line that heads the output.
+std::string run_header(const CliOptions& options, const InProcessWorld& world) {
+  const WorldSizes& w = world.sizes;
+  std::ostringstream fraction;
+  fraction << options.offload_fraction;
+  return "SEED=" + std::to_string(options.seed) + " model=" + world.model.name +
+         (options.model_file.empty() ? "" : " model_file=" + options.model_file) +
+         " scale=" + std::to_string(world.scale) +
+         " mode=" + (options.layout_only ? "layout-only" : "tensors") +
+         " steps=" + std::to_string(options.layout_only ? 0 : options.steps) +
+         " tp=" + std::to_string(w.tp) + (w.tp > 1 ? " tp_rank=0" : "") +
+         " pp=" + std::to_string(w.pp) + " vpp=" + std::to_string(w.vpp) + pipeline_split(w) +
+         " ep=" + std::to_string(w.ep) + " dp=" + std::to_string(w.dp) +
+         " expert_dp=" + std::to_string(w.dp / w.ep) +
+         " offload=" + (options.offload ? "on" : "off") + " offload_fraction=" + fraction.str() +
+         " precision_aware=" + (options.precision_aware ? "on" : "off") +
+         " device=" + (world.device.is_cuda() ? "cuda" : "cpu") + " torch=" + sut::torch_version() +
+         " variants=" + join(options.variants, ",");
+}
+
+// The message when a picture file (--svg, --html) cannot be opened for writing, else nothing.
+std::optional<std::string> unwritable_picture_file(const CliOptions& options) {
+  for (const std::string* path : {&options.svg, &options.html}) {
     if (path->empty()) continue;
     std::ofstream probe(*path, std::ios::app);
-    if (!probe) {
-      err << "shardcheck-sim: cannot write " << *path << ": " << std::strerror(errno) << "\n";
-      return 2;
-    }
+    if (!probe) return "cannot write " + *path + ": " + std::strerror(errno);
   }
+  return std::nullopt;
+}
 
-  auto compute_rows = [&] {
+// The main job's rows: every variant, stage and DP rank, each instance evaluated.
+std::vector<Row> compute_rows(const CliOptions& options, const InProcessWorld& world) {
+  const WorldSizes& w = world.sizes;
+  const ModelInventory& model = world.model;
   std::vector<Row> rows;
-  for (const std::string& vname : o.variants) {
+  for (const std::string& vname : options.variants) {
     const sut::Behaviour behaviour = *sut::behaviour_by_name(vname);
     for (int stage = 0; stage < w.pp; ++stage) {
       for (int d = 0; d < w.dp; ++d) {
         const int ep_rank = d % w.ep;
-        const model::CaseSpec c =
-            stage_case(o, w, params, num_layers, num_experts, stage, ep_rank);
+        const model::CaseSpec c = stage_case(options, w, model.params, model.num_layers,
+                                             model.num_experts, stage, ep_rank);
         Row row;
         row.variant = vname;
         row.rank = stage * w.dp + d;
@@ -352,7 +378,7 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
         for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
           if (!model::instance_present(c, inst)) continue;
           const int64_t rank = inst == model::Instance::kExpert ? d / w.ep : d;
-          evaluate(o, behaviour, device, c, inst, rank, row);
+          evaluate(options, behaviour, world.device, c, inst, rank, row);
         }
         if (row.ok) row.outcome = "OK";
         rows.push_back(row);
@@ -360,85 +386,135 @@ int run_cli(const CliOptions& o, std::ostream& out, std::ostream& err) {
     }
   }
   return rows;
-  };
-  std::vector<Row> rows = compute_rows();
-  std::string determinism;
-  if (o.check_determinism) {
-    if (o.layout_only || o.steps == 0) {
-      err << "shardcheck-sim: --check-determinism needs tensor mode with --steps above 0\n";
+}
+
+// --check-determinism: computes the rows again and compares the digests of all final states.
+// Returns 0 with the line to print in `line`, or the exit status once `err` has the failure.
+int check_determinism(const CliOptions& options, const InProcessWorld& world,
+                      const std::vector<Row>& rows, std::ostream& err, std::string& line) {
+  if (options.layout_only || options.steps == 0) {
+    err << "shardcheck-sim: --check-determinism needs tensor mode with --steps above 0\n";
+    return 2;
+  }
+  const std::vector<Row> again = compute_rows(options, world);
+  uint64_t all = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].digest != again[i].digest) {
+      err << "shardcheck-sim: determinism check failed: " << rows[i].variant << " rank "
+          << rows[i].rank << " digests " << std::hex << rows[i].digest << " and " << again[i].digest
+          << std::dec << "\n"
+          << "reproduce: shardcheck-sim --seed=" << options.seed << " --check-determinism\n";
+      return 1;
+    }
+    all = all * 0x100000001b3ull ^ rows[i].digest;
+  }
+  std::ostringstream os;
+  os << "determinism: two runs, identical digests of all final states (" << std::hex << all << ")";
+  line = os.str();
+  return 0;
+}
+
+// One rank of the pictures, from its row.
+PictureRank picture_rank(const Row& row) {
+  PictureRank rank;
+  rank.variant = row.variant;
+  rank.rank = row.rank;
+  rank.stage = row.stage;
+  rank.dp_rank = row.dp_rank;
+  rank.ep_rank = row.ep_rank;
+  rank.params = row.params;
+  rank.params_fp32_kept = row.params_fp32_kept;
+  rank.pieces = row.pieces;
+  rank.pieces_fp32 = row.pieces_fp32;
+  rank.accel_bytes = row.accel_bytes;
+  rank.host_bytes = row.host_bytes;
+  rank.ok = row.ok;
+  rank.outcome = row.outcome;
+  rank.failing_param = row.failing_param;
+  if (row.compared) rank.max_diff = row.max_diff;
+  rank.param_diff = row.param_diff;
+  return rank;
+}
+
+// Draws the world (--svg) and writes the report (--html); the message when a file cannot be
+// written, else nothing.
+std::optional<std::string> write_pictures(const CliOptions& options, const InProcessWorld& world,
+                                          const std::string& header, const std::vector<Row>& rows) {
+  const WorldSizes& w = world.sizes;
+  const ModelInventory& model = world.model;
+  PictureInput pic;
+  pic.title = "shardcheck-sim: " + model.name + ", TP " + std::to_string(w.tp) + " PP " +
+              std::to_string(w.pp) + " VPP " + std::to_string(w.vpp) + " EP " +
+              std::to_string(w.ep) + " DP " + std::to_string(w.dp) +
+              (options.offload ? ", offload on" : ", offload off") +
+              (options.layout_only ? ", layout only (outcomes predicted)" : "");
+  pic.header = header;
+  pic.pp = w.pp;
+  pic.dp = w.dp;
+  pic.ep = w.ep;
+  pic.steps = options.heat ? options.steps : 0;
+  pic.variants = options.variants;
+  for (int stage = 0; stage < w.pp; ++stage) {
+    PictureStage st;
+    st.stage = stage;
+    st.c = stage_case(options, w, model.params, model.num_layers, model.num_experts, stage, 0);
+    pic.stages.push_back(std::move(st));
+  }
+  for (const Row& r : rows) pic.ranks.push_back(picture_rank(r));
+  const std::string svg = draw_svg(pic);
+  std::optional<std::string> why;
+  if (!options.svg.empty()) why = write_text_file(options.svg, svg);
+  if (!why && !options.html.empty()) why = write_text_file(options.html, draw_html(pic, svg));
+  return why;
+}
+
+}  // namespace
+
+int run_cli(const CliOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.help) {
+    out << cli_usage();
+    return 0;
+  }
+  if (options.processes > 0 || options.multi_process) {
+    if (auto why = check_multi_process_options(options)) {
+      err << "shardcheck-sim: " << *why << "\n";
       return 2;
     }
-    const std::vector<Row> again = compute_rows();
-    uint64_t all = 0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i].digest != again[i].digest) {
-        err << "shardcheck-sim: determinism check failed: " << rows[i].variant << " rank "
-            << rows[i].rank << " digests " << std::hex << rows[i].digest << " and "
-            << again[i].digest << std::dec << "\n"
-            << "reproduce: shardcheck-sim --seed=" << o.seed << " --check-determinism\n";
-        return 1;
-      }
-      all = all * 0x100000001b3ull ^ rows[i].digest;
-    }
-    std::ostringstream os;
-    os << "determinism: two runs, identical digests of all final states (" << std::hex << all
-       << ")";
-    determinism = os.str();
+    return options.processes > 0 ? run_local_launcher(options, out, err)
+                                 : run_worker(options, out, err);
   }
-  if (!o.svg.empty() || !o.html.empty()) {
-    PictureInput pic;
-    pic.title = "shardcheck-sim: " + model.name + ", TP " + std::to_string(w.tp) + " PP " +
-                std::to_string(w.pp) + " VPP " + std::to_string(w.vpp) + " EP " +
-                std::to_string(w.ep) + " DP " + std::to_string(w.dp) +
-                (o.offload ? ", offload on" : ", offload off") +
-                (o.layout_only ? ", layout only (outcomes predicted)" : "");
-    pic.header = header;
-    pic.pp = w.pp;
-    pic.dp = w.dp;
-    pic.ep = w.ep;
-    pic.steps = o.heat ? o.steps : 0;
-    pic.variants = o.variants;
-    for (int stage = 0; stage < w.pp; ++stage) {
-      PictureStage st;
-      st.stage = stage;
-      st.c = stage_case(o, w, params, num_layers, num_experts, stage, 0);
-      pic.stages.push_back(std::move(st));
+  const auto start = std::chrono::steady_clock::now();
+  auto prepared = prepare_world(options);
+  if (auto* why = std::get_if<std::string>(&prepared)) {
+    err << "shardcheck-sim: " << *why << "\n";
+    return 2;
+  }
+  const InProcessWorld& world = std::get<InProcessWorld>(prepared);
+  const std::string header = run_header(options, world);
+  // The pictures' files are checked before the run, which may take a while.
+  if (auto why = unwritable_picture_file(options)) {
+    err << "shardcheck-sim: " << *why << "\n";
+    return 2;
+  }
+  std::vector<Row> rows = compute_rows(options, world);
+  std::string determinism;
+  if (options.check_determinism) {
+    if (const int status = check_determinism(options, world, rows, err, determinism)) {
+      return status;
     }
-    for (const Row& r : rows) {
-      PictureRank p;
-      p.variant = r.variant;
-      p.rank = r.rank;
-      p.stage = r.stage;
-      p.dp_rank = r.dp_rank;
-      p.ep_rank = r.ep_rank;
-      p.params = r.params;
-      p.params_fp32_kept = r.params_fp32_kept;
-      p.pieces = r.pieces;
-      p.pieces_fp32 = r.pieces_fp32;
-      p.accel_bytes = r.accel_bytes;
-      p.host_bytes = r.host_bytes;
-      p.ok = r.ok;
-      p.outcome = r.outcome;
-      p.failing_param = r.failing_param;
-      if (r.compared) p.max_diff = r.max_diff;
-      p.param_diff = r.param_diff;
-      pic.ranks.push_back(std::move(p));
-    }
-    const std::string svg = draw_svg(pic);
-    std::optional<std::string> why;
-    if (!o.svg.empty()) why = write_text_file(o.svg, svg);
-    if (!why && !o.html.empty()) why = write_text_file(o.html, draw_html(pic, svg));
-    if (why) {
+  }
+  if (!options.svg.empty() || !options.html.empty()) {
+    if (auto why = write_pictures(options, world, header, rows)) {
       err << "shardcheck-sim: " << *why << "\n";
       return 2;
     }
   }
   const std::optional<RunStats> stats =
-      o.stats ? std::optional<RunStats>(measure(start)) : std::nullopt;
-  if (o.json) {
+      options.stats ? std::optional<RunStats>(measure(start)) : std::nullopt;
+  if (options.json) {
     print_json(out, header, rows, stats);
   } else {
-    print_table(out, o, scale, header, rows);
+    print_table(out, options, world.scale, header, rows);
     if (!determinism.empty()) out << determinism << "\n";
     if (stats) out << stats_line(*stats) << "\n";
   }

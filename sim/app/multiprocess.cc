@@ -29,23 +29,25 @@
 
 namespace sc::sim {
 
-float grad_part(float g, int k, int n) {
+float grad_part(float grad, int rank, int ranks) {
   uint32_t u;
-  std::memcpy(&u, &g, sizeof u);
+  std::memcpy(&u, &grad, sizeof u);
   const uint32_t exponent = (u >> 23) & 0xffu;
-  const float zero = std::copysign(0.0f, g);
-  if (exponent == 0 || exponent == 0xffu) return k == 0 ? g : zero;
-  // g = sign * m * 2^(exponent - 150) with a 24-bit significand m; field k of n is the bits
-  // [24 - 24(k+1)/n, 24 - 24k/n) of m (empty for every k >= 24 when n > 24).
+  const float zero = std::copysign(0.0f, grad);
+  if (exponent == 0 || exponent == 0xffu) return rank == 0 ? grad : zero;
+  // grad = sign * m * 2^(exponent - 150) with a 24-bit significand m; field `rank` of `ranks` is
+  // the bits [24 - 24(rank+1)/ranks, 24 - 24rank/ranks) of m (empty for every rank >= 24 when
+  // ranks > 24).
   const uint32_t m = (u & 0x7fffffu) | 0x800000u;
-  const int hi = 24 - 24 * k / n, lo = 24 - 24 * (k + 1) / n;
+  const int hi = 24 - 24 * rank / ranks, lo = 24 - 24 * (rank + 1) / ranks;
   if (hi <= lo) return zero;
   const uint32_t mask = ((hi == 32 ? 0u : (1u << hi)) - 1u) & ~((1u << lo) - 1u);
   const uint32_t field = m & mask;
   if (field == 0) return zero;
   // field < 2^24 is exact in a float and the scaling by a power of two is exact too: the lowest
   // bit of m weighs 2^(exponent - 150) >= 2^-149, the smallest subnormal.
-  return std::copysign(std::ldexp(static_cast<float>(field), static_cast<int>(exponent) - 150), g);
+  return std::copysign(std::ldexp(static_cast<float>(field), static_cast<int>(exponent) - 150),
+                       grad);
 }
 
 namespace {
@@ -63,46 +65,46 @@ struct Setup {
   torch::Device device{torch::kCPU};
 };
 
-std::variant<Setup, std::string> prepare(const CliOptions& o) {
-  if (auto why = check_multi_process_options(o)) return *why;
-  const int64_t scale = o.scale > 0 ? o.scale : 64;
-  auto loaded = load_model(o, scale);  // the CLI's loader: --model or --model-file
+std::variant<Setup, std::string> prepare(const CliOptions& options) {
+  if (auto why = check_multi_process_options(options)) return *why;
+  const int64_t scale = options.scale > 0 ? options.scale : 64;
+  auto loaded = load_model(options, scale);  // the CLI's loader: --model or --model-file
   if (auto* why = std::get_if<std::string>(&loaded)) return *why;
   ModelInventory& model = std::get<ModelInventory>(loaded);
-  auto world = checked_world(o, model);
+  auto world = checked_world(options, model);
   if (auto* why = std::get_if<std::string>(&world)) {
     return "impossible world for " + model.name + ": " + *why;
   }
-  Setup s;
-  s.o = o;
-  s.o.world = std::get<WorldSizes>(world);
-  s.model_name = model.name;
-  s.inventory = std::move(model.params);
-  s.num_layers = model.num_layers;
-  s.num_experts = model.num_experts;
-  s.behaviour = *sut::behaviour_by_name(o.variants.front());
-  s.device = sut::pick_device();
-  if (o.device == "cpu") s.device = torch::Device(torch::kCPU);
-  if (o.device == "cuda" && !s.device.is_cuda()) {
+  Setup setup;
+  setup.o = options;
+  setup.o.world = std::get<WorldSizes>(world);
+  setup.model_name = model.name;
+  setup.inventory = std::move(model.params);
+  setup.num_layers = model.num_layers;
+  setup.num_experts = model.num_experts;
+  setup.behaviour = *sut::behaviour_by_name(options.variants.front());
+  setup.device = sut::pick_device();
+  if (options.device == "cpu") setup.device = torch::Device(torch::kCPU);
+  if (options.device == "cuda" && !setup.device.is_cuda()) {
     return "--device=cuda but " + sut::cpu_fallback_reason();
   }
-  return s;
+  return setup;
 }
 
-// The instances of `c` present on a rank (dense, then expert when the stage holds experts).
-std::vector<model::Instance> instances_of(const model::CaseSpec& c) {
+// The instances of `spec` present on a rank (dense, then expert when the stage holds experts).
+std::vector<model::Instance> instances_of(const model::CaseSpec& spec) {
   std::vector<model::Instance> out;
   for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
-    if (model::instance_present(c, inst)) out.push_back(inst);
+    if (model::instance_present(spec, inst)) out.push_back(inst);
   }
   return out;
 }
 
 // The case parameters of `inst`, in case order (the rig's port parameters).
-std::vector<int> case_params_of(const model::CaseSpec& c, model::Instance inst) {
+std::vector<int> case_params_of(const model::CaseSpec& spec, model::Instance inst) {
   std::vector<int> out;
-  for (int p = 0; p < static_cast<int>(c.params.size()); ++p) {
-    if (c.params[p].is_expert == (inst == model::Instance::kExpert)) out.push_back(p);
+  for (int p = 0; p < static_cast<int>(spec.params.size()); ++p) {
+    if (spec.params[p].is_expert == (inst == model::Instance::kExpert)) out.push_back(p);
   }
   return out;
 }
@@ -117,23 +119,23 @@ uint64_t digest_params(const std::vector<std::vector<float>>& full) {
   return h;
 }
 
-std::string hex(uint64_t v) {
+std::string hex(uint64_t value) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
   return buf;
 }
 
-std::string construction_outcome(const model::CaseSpec& c, const RankObservation& obs) {
+std::string construction_outcome(const model::CaseSpec& spec, const RankObservation& obs) {
   if (!obs.error) return "OK";
   std::string s = obs.error_type + ": " + *obs.error;
-  if (obs.failing_param >= 0) s += " (first: " + c.params[obs.failing_param].name + ")";
+  if (obs.failing_param >= 0) s += " (first: " + spec.params[obs.failing_param].name + ")";
   return s;
 }
 
 // The first line of an exception's message, without LibTorch's backtrace.
-std::string short_what(const std::exception& e) {
-  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
-  std::string s = c10e ? c10e->what_without_backtrace() : e.what();
+std::string short_what(const std::exception& error) {
+  const auto* c10e = dynamic_cast<const c10::Error*>(&error);
+  std::string s = c10e ? c10e->what_without_backtrace() : error.what();
   const size_t nl = s.find('\n');
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
@@ -147,25 +149,26 @@ void emit(std::ostream& os, const std::string& line) {
 
 }  // namespace
 
-std::optional<std::string> check_multi_process_options(const CliOptions& o) {
-  if (o.processes > 0 && o.multi_process) {
+std::optional<std::string> check_multi_process_options(const CliOptions& options) {
+  if (options.processes > 0 && options.multi_process) {
     return "--processes and --multi-process exclude each other (--processes starts the ranks, "
            "each with --multi-process)";
   }
-  if (o.variants.size() != 1) {
+  if (options.variants.size() != 1) {
     return "the multi-process mode runs one variant; pass --variant=NAME";
   }
-  if (o.layout_only) return "--layout-only has no tensors to communicate; drop it";
-  if (o.check_determinism) return "--check-determinism runs in-process only";
-  if (o.json) return "--json is not available in the multi-process mode";
-  const int64_t world = static_cast<int64_t>(o.world.pp) * o.world.dp;
-  if (o.processes > 0 && o.processes != world) {
-    return "--processes=" + std::to_string(o.processes) + " but --pp=" +
-           std::to_string(o.world.pp) + " --dp=" + std::to_string(o.world.dp) + " make " +
-           std::to_string(world) + " ranks";
+  if (options.layout_only) return "--layout-only has no tensors to communicate; drop it";
+  if (options.check_determinism) return "--check-determinism runs in-process only";
+  if (options.json) return "--json is not available in the multi-process mode";
+  const int64_t world = static_cast<int64_t>(options.world.pp) * options.world.dp;
+  if (options.processes > 0 && options.processes != world) {
+    return "--processes=" + std::to_string(options.processes) +
+           " but --pp=" + std::to_string(options.world.pp) +
+           " --dp=" + std::to_string(options.world.dp) + " make " + std::to_string(world) +
+           " ranks";
   }
-  if (o.fault_rank >= world) {
-    return "--fault names rank " + std::to_string(o.fault_rank) + " of a world of " +
+  if (options.fault_rank >= world) {
+    return "--fault names rank " + std::to_string(options.fault_rank) + " of a world of " +
            std::to_string(world);
   }
   return std::nullopt;
@@ -184,10 +187,10 @@ struct StageDigests {
 // The in-process mode for one stage and EP rank: the dense instance at every DP rank and the
 // expert instance at every expert-DP rank (dp / ep of them), stepped together; the digest of
 // the assembled parameters and of every rig's owned pieces and optimizer state after each step.
-std::variant<StageDigests, std::string> stage_digests(const Setup& s, int stage, int ep_rank) {
-  const CliOptions& o = s.o;
+std::variant<StageDigests, std::string> stage_digests(const Setup& setup, int stage, int ep_rank) {
+  const CliOptions& o = setup.o;
   const model::CaseSpec c =
-      main_job_case(o, s.inventory, s.num_layers, s.num_experts, stage, ep_rank);
+      main_job_case(o, setup.inventory, setup.num_layers, setup.num_experts, stage, ep_rank);
   struct Member {
     model::Instance inst;
     std::vector<int> case_params;
@@ -197,7 +200,7 @@ std::variant<StageDigests, std::string> stage_digests(const Setup& s, int stage,
   for (model::Instance inst : instances_of(c)) {
     const int size = static_cast<int>(model::instance_dp(c, inst));
     for (int d = 0; d < size; ++d) {
-      auto rig = std::make_unique<RankRig>(c, inst, d, s.behaviour, s.device, o.seed);
+      auto rig = std::make_unique<RankRig>(c, inst, d, setup.behaviour, setup.device, o.seed);
       if (rig->construction().error) {
         return "in-process " + std::string(inst == model::Instance::kExpert ? "expert-DP" : "DP") +
                " rank " + std::to_string(d) + " of stage " + std::to_string(stage) + ": " +
@@ -249,13 +252,13 @@ std::variant<StageDigests, std::string> stage_digests(const Setup& s, int stage,
 
 }  // namespace
 
-std::variant<std::vector<uint64_t>, std::string> in_process_param_digests(const CliOptions& o,
+std::variant<std::vector<uint64_t>, std::string> in_process_param_digests(const CliOptions& options,
                                                                           int rank) {
-  auto setup = prepare(o);
-  if (auto* why = std::get_if<std::string>(&setup)) return *why;
-  const Setup& s = std::get<Setup>(setup);
-  const int dp = s.o.world.dp;
-  auto digests = stage_digests(s, rank / dp, (rank % dp) % s.o.world.ep);
+  auto setup_or = prepare(options);
+  if (auto* why = std::get_if<std::string>(&setup_or)) return *why;
+  const Setup& setup = std::get<Setup>(setup_or);
+  const int dp = setup.o.world.dp;
+  auto digests = stage_digests(setup, rank / dp, (rank % dp) % setup.o.world.ep);
   if (auto* why = std::get_if<std::string>(&digests)) return *why;
   return std::get<StageDigests>(digests).params;
 }
@@ -319,15 +322,15 @@ struct DpGroup {
   double timeout_s = 0;
 
   template <class F>
-  void run(const std::string& what, F f) {
+  void run(const std::string& what, F collective) {
     try {
 #if SC_TORCH_CUDA
       if (nccl) {
-        f(*nccl);
+        collective(*nccl);
         return;
       }
 #endif
-      f(*gloo);
+      collective(*gloo);
     } catch (const std::exception& e) {
       std::ostringstream os;
       os << what << " in " << name << " failed (collective timeout " << timeout_s
@@ -342,31 +345,33 @@ struct DpGroup {
 // reduce_scatter"), so it is built from alltoall_base, which hands shard j of every rank's bucket
 // to rank j, and a sum in rank order. As after reduce_scatter_tensor, this rank's shard holds the
 // reduced gradient and the rest of its bucket keeps the local grads.
-void reduce_scatter(DpGroup& g, const torch::Tensor& bucket_grad, const std::string& what) {
+void reduce_scatter(DpGroup& group, const torch::Tensor& bucket_grad, const std::string& what) {
   TORCH_CHECK(bucket_grad.scalar_type() == torch::kFloat,
               "the multi-process mode reduces fp32 grad buffers only");
-  const int64_t shard = bucket_grad.numel() / g.size;
-  TORCH_CHECK(shard * g.size == bucket_grad.numel(), "bucket not divisible by the DP size");
+  const int64_t shard = bucket_grad.numel() / group.size;
+  TORCH_CHECK(shard * group.size == bucket_grad.numel(), "bucket not divisible by the DP size");
   torch::Tensor input = bucket_grad;
   torch::Tensor received = torch::empty_like(bucket_grad);
   std::vector<int64_t> equal_split;
-  g.run("reduce-scatter of " + what, [&](auto& pg) {
+  group.run("reduce-scatter of " + what, [&](auto& pg) {
     pg.alltoall_base(received, input, equal_split, equal_split)->wait();
   });
   torch::Tensor sum = received.slice(0, 0, shard).clone();
-  for (int j = 1; j < g.size; ++j) sum.add_(received.slice(0, j * shard, (j + 1) * shard));
-  bucket_grad.slice(0, g.rank * shard, (g.rank + 1) * shard).copy_(sum);
+  for (int j = 1; j < group.size; ++j) sum.add_(received.slice(0, j * shard, (j + 1) * shard));
+  bucket_grad.slice(0, group.rank * shard, (group.rank + 1) * shard).copy_(sum);
 }
 
 // Megatron's all-gather of one bucket's param buffer from every rank's shard. The bytes are
 // gathered (Gloo in LibTorch 1.13 has no bf16), which moves the same bits.
-void all_gather(DpGroup& g, const torch::Tensor& bucket_param, const std::string& what) {
+void all_gather(DpGroup& group, const torch::Tensor& bucket_param, const std::string& what) {
   torch::Tensor bytes = bucket_param.view(torch::kByte);
-  const int64_t shard = bytes.numel() / g.size;
-  std::vector<torch::Tensor> input{bytes.slice(0, g.rank * shard, (g.rank + 1) * shard)};
+  const int64_t shard = bytes.numel() / group.size;
+  std::vector<torch::Tensor> input{bytes.slice(0, group.rank * shard, (group.rank + 1) * shard)};
   std::vector<std::vector<torch::Tensor>> outputs(1);
-  for (int j = 0; j < g.size; ++j) outputs[0].push_back(bytes.slice(0, j * shard, (j + 1) * shard));
-  g.run("all-gather of " + what, [&](auto& pg) { pg.allgather(outputs, input)->wait(); });
+  for (int j = 0; j < group.size; ++j) {
+    outputs[0].push_back(bytes.slice(0, j * shard, (j + 1) * shard));
+  }
+  group.run("all-gather of " + what, [&](auto& pg) { pg.allgather(outputs, input)->wait(); });
 }
 
 class StoreError : public std::runtime_error {
@@ -387,6 +392,415 @@ std::string store_get(c10d::Store& store, const std::string& key, const std::str
 
 void store_set(c10d::Store& store, const std::string& key, const std::string& value) {
   store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+// One rank of the multi-process mode: its place in the world and what it is checked with.
+struct Worker {
+  Env env;
+  int world = 0;  // pp * dp of the options as given
+  Setup setup;    // the checked options, the model and this rank's device
+  int dp = 1, ep = 1, expert_dp = 1;
+  int stage = 0, dp_rank = 0;
+  // Megatron's order of the expert groups (EP before expert DP): EP rank dp_rank % ep, expert-DP
+  // rank dp_rank / ep, as in the in-process mode's rows.
+  int ep_rank = 0, edp_rank = 0;
+  std::string me;             // "rank R stage S dp D [ep E]": the start of its lines
+  milliseconds timeout{0};    // of the collectives and the store
+  std::vector<int> replicas;  // the ranks of its stage that hold the same model
+
+  const CliOptions& options() const { return setup.o; }
+  // Whether --fault=KIND[@RANK] perturbs this rank.
+  bool fault_here(const char* kind) const {
+    return setup.o.fault == kind && (setup.o.fault_rank < 0 || setup.o.fault_rank == env.rank);
+  }
+};
+
+// The worker of rank env.rank in `setup`'s world, on the CUDA device of its local rank when the
+// setup picked CUDA.
+Worker make_worker(const Env& env, int world, Setup setup) {
+  Worker worker;
+  worker.env = env;
+  worker.world = world;
+  worker.setup = std::move(setup);
+  const CliOptions& o = worker.setup.o;
+  worker.dp = o.world.dp;
+  worker.ep = o.world.ep;
+  worker.expert_dp = worker.dp / worker.ep;
+  worker.stage = env.rank / worker.dp;
+  worker.dp_rank = env.rank % worker.dp;
+  worker.ep_rank = worker.dp_rank % worker.ep;
+  worker.edp_rank = worker.dp_rank / worker.ep;
+  worker.me = "rank " + std::to_string(env.rank) + " stage " + std::to_string(worker.stage) +
+              " dp " + std::to_string(worker.dp_rank) +
+              (worker.ep > 1 ? " ep " + std::to_string(worker.ep_rank) : std::string());
+#if SC_TORCH_CUDA
+  if (worker.setup.device.is_cuda()) {
+    worker.setup.device =
+        torch::Device(torch::kCUDA, static_cast<int>(env.local_rank % torch::cuda::device_count()));
+  }
+#endif
+  worker.timeout = milliseconds(static_cast<int64_t>(o.collective_timeout_s * 1000));
+  // The ranks of this stage that hold the same model (dense and experts): its DP group when
+  // EP is 1, the ranks of its EP rank otherwise.
+  for (int d = worker.ep_rank; d < worker.dp; d += worker.ep) {
+    worker.replicas.push_back(worker.stage * worker.dp + d);
+  }
+  return worker;
+}
+
+// The rendezvous store, and the prefix of this run's keys.
+struct Rendezvous {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::string run;  // keys of this run only, should the store outlive it (an agent's store)
+};
+
+// The rendezvous store: rank 0 hosts it unless a torchrun agent does.
+c10::intrusive_ptr<c10d::Store> connect_store(const Worker& worker) {
+  const Env& env = worker.env;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.port);
+    so.isServer = env.rank == 0 && !env.agent_store;
+    so.numWorkers = env.agent_store ? c10::nullopt : c10::optional<size_t>(env.world);
+    so.waitWorkers = false;
+    so.timeout = worker.timeout;
+    return c10::make_intrusive<c10d::TCPStore>(env.addr, so);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot reach the rendezvous store at " + env.addr + ":" +
+                             std::to_string(env.port) + " within " +
+                             std::to_string(worker.options().collective_timeout_s) +
+                             " s: " + short_what(e));
+  }
+}
+
+// Says that this rank is done; rank 0 hosts the store, so it waits for every rank's word and
+// leaves last. Returns `status`.
+int finish(const Worker& worker, Rendezvous& rendezvous, int status) {
+  const Env& env = worker.env;
+  store_set(*rendezvous.store, rendezvous.run + "done/" + std::to_string(env.rank), "1");
+  if (env.rank == 0 && !env.agent_store) {
+    for (int r = 0; r < worker.world; ++r) {
+      store_get(*rendezvous.store, rendezvous.run + "done/" + std::to_string(r),
+                "end report from rank " + std::to_string(r), worker.options().collective_timeout_s);
+    }
+  }
+  return status;
+}
+
+// One model instance of this rank (dense or expert) and the DP group that reduces it.
+struct RankInstance {
+  model::Instance inst;
+  int rank = 0, size = 1;  // in its DP group: dense DP, or expert DP
+  std::unique_ptr<RankRig> rig;
+  std::vector<int> params;  // case parameters, in the rig's order
+  DpGroup* group = nullptr;
+};
+
+// Builds this rank's instances of `spec`; `outcome` becomes "OK" or the first one's error.
+std::vector<RankInstance> build_instances(const Worker& worker, const model::CaseSpec& spec,
+                                          std::string& outcome) {
+  std::vector<RankInstance> instances;
+  outcome = "OK";
+  for (model::Instance inst : instances_of(spec)) {
+    RankInstance i;
+    i.inst = inst;
+    const bool expert = inst == model::Instance::kExpert;
+    i.rank = expert ? worker.edp_rank : worker.dp_rank;
+    i.size = expert ? worker.expert_dp : worker.dp;
+    i.rig = std::make_unique<RankRig>(spec, inst, i.rank, worker.setup.behaviour,
+                                      worker.setup.device, worker.options().seed);
+    i.params = case_params_of(spec, inst);
+    if (outcome == "OK") outcome = construction_outcome(spec, i.rig->construction());
+    instances.push_back(std::move(i));
+  }
+  return instances;
+}
+
+// Publishes this rank's construction outcome and reads every rank's; false, once `err` has the
+// report, when some rank failed.
+bool every_rank_constructed(const Worker& worker, Rendezvous& rendezvous,
+                            const std::string& outcome, std::ostream& err) {
+  const int world = worker.world, dp = worker.dp;
+  store_set(*rendezvous.store, rendezvous.run + "construction/" + std::to_string(worker.env.rank),
+            outcome);
+  std::vector<std::string> failed;
+  for (int r = 0; r < world; ++r) {
+    const std::string theirs =
+        store_get(*rendezvous.store, rendezvous.run + "construction/" + std::to_string(r),
+                  "construction report from rank " + std::to_string(r),
+                  worker.options().collective_timeout_s);
+    if (theirs != "OK") {
+      failed.push_back("rank " + std::to_string(r) + " (stage " + std::to_string(r / dp) + ", dp " +
+                       std::to_string(r % dp) + ") failed construction: " + theirs);
+    }
+  }
+  if (failed.empty()) return true;
+  std::string report = worker.me + ": " + std::to_string(failed.size()) + " of " +
+                       std::to_string(world) + " ranks failed construction; no step runs";
+  for (const auto& f : failed) report += "\n  " + f;
+  emit(err, report);
+  return false;
+}
+
+// The DP group `name` of `size` ranks, this one `rank`, over the store keys `key` of this run:
+// NCCL for CUDA tensors where LibTorch has CUDA, else Gloo.
+std::unique_ptr<DpGroup> make_group(const Worker& worker, const Rendezvous& rendezvous,
+                                    const std::string& name, const std::string& key, int rank,
+                                    int size) {
+  auto group = std::make_unique<DpGroup>();
+  group->name = name;
+  group->size = size;
+  group->rank = rank;
+  group->timeout_s = worker.options().collective_timeout_s;
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(rendezvous.run + key, rendezvous.store);
+#if SC_TORCH_CUDA
+  if (worker.setup.device.is_cuda()) {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = worker.timeout;
+    group->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
+  }
+  if (!group->nccl)
+#endif
+  {
+    auto opts = c10d::ProcessGroupGloo::Options::create(worker.timeout);
+    const std::string& addr = worker.env.addr;
+    const bool loopback = addr == "localhost" || addr.rfind("127.", 0) == 0;
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    opts->devices.push_back(
+        ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+        : loopback        ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                          : c10d::ProcessGroupGloo::createDefaultDevice());
+    try {
+      group->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot form " + name + ": " + short_what(e));
+    }
+  }
+  return group;
+}
+
+// The process groups of a stage (the expert group is destroyed before the dense one).
+struct Groups {
+  std::unique_ptr<DpGroup> dense;
+  std::unique_ptr<DpGroup> expert;
+};
+
+// The process groups of this stage: the dense DP group (ranks stage * dp ... stage * dp + dp - 1)
+// and, with EP above 1, the expert DP group of this EP rank (the ranks of the stage whose DP rank
+// is ep_rank modulo ep), as Megatron's parallel_state builds them. With EP 1 the expert DP group
+// has the dense group's members, and the dense group serves both. Sets each instance's group.
+Groups form_groups(const Worker& worker, const Rendezvous& rendezvous,
+                   std::vector<RankInstance>& instances) {
+  const std::string stage = std::to_string(worker.stage);
+  Groups groups;
+  groups.dense = make_group(worker, rendezvous, "the DP group of stage " + stage,
+                            "dp-stage-" + stage, worker.dp_rank, worker.dp);
+  for (RankInstance& i : instances) {
+    if (i.inst == model::Instance::kExpert && worker.ep > 1) {
+      const std::string ep_rank = std::to_string(worker.ep_rank);
+      groups.expert = make_group(
+          worker, rendezvous, "the expert DP group of stage " + stage + " EP rank " + ep_rank,
+          "edp-stage-" + stage + "-ep-" + ep_rank, worker.edp_rank, worker.expert_dp);
+      i.group = groups.expert.get();
+    } else {
+      i.group = groups.dense.get();
+    }
+  }
+  return groups;
+}
+
+// "step K buffer B bucket U": one bucket's collective in messages.
+std::string bucket_name(int step, size_t buffer, size_t bucket) {
+  return "step " + std::to_string(step) + " buffer " + std::to_string(buffer) + " bucket " +
+         std::to_string(bucket);
+}
+
+// The local grads of `instance`: this rank's bit field of every reduced gradient within the
+// group that reduces it, so that the SUM over the group is the in-process mode's gradient
+// exactly, in whatever order the collective adds. (Megatron's pre-scaling by 1/dp is exact only
+// for some values and orders; the local grads stand for the already-scaled contributions.)
+// Zeros for the parameters it does not hold, and everywhere with --fault=drop-grads.
+std::vector<std::vector<float>> local_grads(const Worker& worker, const RankInstance& instance,
+                                            const model::StepInputs& in) {
+  std::vector<std::vector<float>> local(in.grads.size());
+  for (int p : instance.params) {
+    local[p].resize(in.grads[p].size());
+    for (size_t e = 0; e < in.grads[p].size(); ++e) {
+      local[p][e] = worker.fault_here("drop-grads")
+                        ? 0.0f
+                        : grad_part(in.grads[p][e], instance.rank, instance.size);
+    }
+  }
+  for (size_t p = 0; p < local.size(); ++p) {
+    if (local[p].empty()) local[p].assign(in.grads[p].size(), 0.0f);
+  }
+  return local;
+}
+
+// Step `step` of `instance`: its local grads reduce-scattered bucket by bucket over its group,
+// the optimizer step, and the param buckets all-gathered (the faults die and skip-all-gather
+// strike here).
+void step_instance(const Worker& worker, RankInstance& instance, const model::StepInputs& in,
+                   int step, std::ostream& err) {
+  instance.rig->write_main_grads(local_grads(worker, instance, in));
+  const auto buffers = instance.rig->buffers();
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
+      reduce_scatter(*instance.group, buffers[b]->buckets()[u].grad_data, bucket_name(step, b, u));
+    }
+  }
+  instance.rig->step_with_main_grads(in);
+  if (step == 0 && worker.fault_here("die")) {
+    // Mid-step: its DP group has reduced the grads and waits for its all-gather.
+    emit(err, worker.me + ": killing itself with SIGKILL mid-step (--fault=die)");
+    std::raise(SIGKILL);
+  }
+  if (worker.options().fault == "skip-all-gather") return;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
+      all_gather(*instance.group, buffers[b]->buckets()[u].param_data, bucket_name(step, b, u));
+    }
+  }
+}
+
+// The digests of this rank's parameters after a step.
+struct ParamDigests {
+  uint64_t full = 0;  // of every parameter of the case, in case order
+  std::string dense;  // hex, of the dense instance's parameters, in the rig's order
+};
+
+// This rank's digests after a step, from the model values of its instances.
+ParamDigests param_digests(const model::CaseSpec& spec,
+                           const std::vector<RankInstance>& instances) {
+  std::vector<std::vector<float>> full(spec.params.size()), dense;
+  for (const RankInstance& i : instances) {
+    auto values = i.rig->model_values();
+    for (size_t j = 0; j < values.size(); ++j) {
+      if (i.inst == model::Instance::kDense) dense.push_back(values[j]);
+      full[i.params[j]] = std::move(values[j]);
+    }
+  }
+  ParamDigests digests;
+  digests.full = digest_params(full);
+  digests.dense = hex(digest_params(dense));
+  return digests;
+}
+
+// After step `step`: how this rank's parameters differ from those of its replicas and (with EP
+// above 1) its dense parameters from those of its dense DP group, read under `key`; "" when
+// they do not.
+std::string replica_problem(const Worker& worker, Rendezvous& rendezvous, const std::string& key,
+                            int step, const ParamDigests& mine) {
+  const double timeout_s = worker.options().collective_timeout_s;
+  const std::string after = "after step " + std::to_string(step + 1);
+  for (int r : worker.replicas) {
+    const std::string theirs = store_get(
+        *rendezvous.store, key + std::to_string(r),
+        "step " + std::to_string(step) + " digest from rank " + std::to_string(r), timeout_s);
+    if (theirs != hex(mine.full)) {
+      return after + " its parameters (" + hex(mine.full) + ") differ from those of rank " +
+             std::to_string(r) + " (" + theirs +
+             (worker.ep > 1 ? "), same stage and EP rank" : "), same DP group");
+    }
+  }
+  for (int d = 0; d < worker.dp && worker.ep > 1; ++d) {
+    const int r = worker.stage * worker.dp + d;
+    const std::string theirs = store_get(
+        *rendezvous.store, key + "dense/" + std::to_string(r),
+        "step " + std::to_string(step) + " dense digest from rank " + std::to_string(r), timeout_s);
+    if (theirs != mine.dense) {
+      return after + " its dense parameters (" + mine.dense + ") differ from those of rank " +
+             std::to_string(r) + " (" + theirs + "), same DP group";
+    }
+  }
+  return "";
+}
+
+// After step `step`: how this rank's parameters (digest `full`) and optimizer state differ from
+// the in-process mode's; "" when they do not.
+std::string in_process_problem(const Worker& worker, const std::vector<RankInstance>& instances,
+                               const StageDigests& expected, int step, uint64_t full) {
+  const std::string after = "after step " + std::to_string(step + 1);
+  if (full != expected.params[step]) {
+    return after + " its parameters (" + hex(full) + ") differ from the in-process mode's (" +
+           hex(expected.params[step]) + ")";
+  }
+  // The fp32 main params and the moments see every bit of the reduced gradient, which 16-bit
+  // model params may round away.
+  for (const RankInstance& i : instances) {
+    const bool is_expert = i.inst == model::Instance::kExpert;
+    const uint64_t want = expected.state[step][is_expert ? worker.dp + i.rank : i.rank];
+    const uint64_t got = i.rig->digest();
+    if (got != want) {
+      return after + " the optimizer state of its " + (is_expert ? "expert" : "dense") +
+             " instance (owned pieces, main params, " + "moments: " + hex(got) +
+             ") differs from the in-process mode's (" + hex(want) + ")";
+    }
+  }
+  return "";
+}
+
+// Runs the steps, checking after each that every rank's full parameters equal its replicas'
+// and the in-process mode's, and its dense parameters every rank's of its dense DP group.
+// Returns the exit status.
+int run_steps(const Worker& worker, Rendezvous& rendezvous, const model::CaseSpec& spec,
+              std::vector<RankInstance>& instances, const StageDigests& expected, std::ostream& out,
+              std::ostream& err) {
+  const CliOptions& o = worker.options();
+  uint64_t last = 0;
+  for (int k = 0; k < o.steps; ++k) {
+    const model::StepInputs in = main_job_step(spec, o.seed, k);
+    if (k == 0 && worker.fault_here("stall")) {
+      emit(err, worker.me + ": stalling before its first collective (--fault=stall)");
+      std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    for (RankInstance& i : instances) step_instance(worker, i, in, k, err);
+    const ParamDigests mine = param_digests(spec, instances);
+    last = mine.full;
+    const std::string key = rendezvous.run + "digest/" + std::to_string(k) + "/";
+    store_set(*rendezvous.store, key + std::to_string(worker.env.rank), hex(last));
+    store_set(*rendezvous.store, key + "dense/" + std::to_string(worker.env.rank), mine.dense);
+    std::string problem = replica_problem(worker, rendezvous, key, k, mine);
+    if (problem.empty()) problem = in_process_problem(worker, instances, expected, k, last);
+    if (!problem.empty()) {
+      emit(err, worker.me + ": FAILED: " + problem);
+      return finish(worker, rendezvous, 1);
+    }
+  }
+  emit(out, worker.me + ": " + std::to_string(o.steps) +
+                " steps; after every step its parameters equal its DP group's and the "
+                "in-process mode's, and its optimizer state the in-process rank's, bit for "
+                "bit (params_digest=" + hex(last) + ")");
+  return finish(worker, rendezvous, 0);
+}
+
+// The rank's run: rendezvous, construction (every rank learns every rank's outcome), process
+// groups, then the steps. Returns the exit status; throws when the store or a collective fails.
+int run_rank(const Worker& worker, std::ostream& out, std::ostream& err) {
+  const CliOptions& o = worker.options();
+  const Setup& setup = worker.setup;
+  Rendezvous rendezvous{connect_store(worker), "shardcheck/" + std::to_string(o.seed) + "/"};
+  const model::CaseSpec spec = main_job_case(o, setup.inventory, setup.num_layers,
+                                             setup.num_experts, worker.stage, worker.ep_rank);
+  std::string outcome;
+  std::vector<RankInstance> instances = build_instances(worker, spec, outcome);
+  // The in-process mode's digests, computed before the first collective so that its time
+  // does not count against the collective timeout.
+  StageDigests expected;
+  if (outcome == "OK") {
+    auto digests = stage_digests(setup, worker.stage, worker.ep_rank);
+    if (auto* why = std::get_if<std::string>(&digests)) throw std::runtime_error(*why);
+    expected = std::get<StageDigests>(digests);
+  }
+  if (!every_rank_constructed(worker, rendezvous, outcome, err)) {
+    return finish(worker, rendezvous, 1);
+  }
+  const Groups groups = form_groups(worker, rendezvous, instances);
+  if (worker.fault_here("exit")) {
+    emit(err, worker.me + ": exiting with status 3 (--fault=exit)");
+    std::_Exit(3);
+  }
+  return run_steps(worker, rendezvous, spec, instances, expected, out, err);
 }
 
 }  // namespace
@@ -411,290 +825,64 @@ int run_worker(const CliOptions& options, std::ostream& out, std::ostream& err) 
     emit(err, "shardcheck-sim: " + *why);
     return 2;
   }
-  Setup& s = std::get<Setup>(setup_or);
-  const CliOptions& o = s.o;
-  const int dp = o.world.dp, ep = o.world.ep, expert_dp = dp / ep;
-  const int stage = env.rank / dp, dp_rank = env.rank % dp;
-  // Megatron's order of the expert groups (EP before expert DP): EP rank dp_rank % ep, expert-DP
-  // rank dp_rank / ep, as in the in-process mode's rows.
-  const int ep_rank = dp_rank % ep, edp_rank = dp_rank / ep;
-  const std::string me = "rank " + std::to_string(env.rank) + " stage " + std::to_string(stage) +
-                         " dp " + std::to_string(dp_rank) +
-                         (ep > 1 ? " ep " + std::to_string(ep_rank) : std::string());
-  auto fault_here = [&](const char* kind) {
-    return o.fault == kind && (o.fault_rank < 0 || o.fault_rank == env.rank);
-  };
-#if SC_TORCH_CUDA
-  if (s.device.is_cuda()) {
-    s.device = torch::Device(torch::kCUDA,
-                             static_cast<int>(env.local_rank % torch::cuda::device_count()));
-  }
-#endif
-  const milliseconds timeout(static_cast<int64_t>(o.collective_timeout_s * 1000));
+  const Worker worker = make_worker(env, world, std::move(std::get<Setup>(setup_or)));
   try {
-    // The rendezvous: rank 0 hosts the store unless a torchrun agent does.
-    c10::intrusive_ptr<c10d::Store> store;
-    try {
-      c10d::TCPStoreOptions so;
-      so.port = static_cast<uint16_t>(env.port);
-      so.isServer = env.rank == 0 && !env.agent_store;
-      so.numWorkers = env.agent_store ? c10::nullopt : c10::optional<size_t>(env.world);
-      so.waitWorkers = false;
-      so.timeout = timeout;
-      store = c10::make_intrusive<c10d::TCPStore>(env.addr, so);
-    } catch (const std::exception& e) {
-      throw std::runtime_error("cannot reach the rendezvous store at " + env.addr + ":" +
-                               std::to_string(env.port) + " within " +
-                               std::to_string(o.collective_timeout_s) + " s: " + short_what(e));
-    }
-    // Keys of this run only, should the store outlive it (an agent's store).
-    const std::string run = "shardcheck/" + std::to_string(o.seed) + "/";
-    // Every rank says it is done; rank 0 hosts the store, so it leaves last.
-    auto finish = [&](int status) {
-      store_set(*store, run + "done/" + std::to_string(env.rank), "1");
-      if (env.rank == 0 && !env.agent_store) {
-        for (int r = 0; r < world; ++r) {
-          store_get(*store, run + "done/" + std::to_string(r),
-                    "end report from rank " + std::to_string(r), o.collective_timeout_s);
-        }
-      }
-      return status;
-    };
-
-    // Construction, then every rank learns every rank's outcome.
-    const model::CaseSpec c =
-        main_job_case(o, s.inventory, s.num_layers, s.num_experts, stage, ep_rank);
-    struct Instance {
-      model::Instance inst;
-      int rank = 0, size = 1;  // in its DP group: dense DP, or expert DP
-      std::unique_ptr<RankRig> rig;
-      std::vector<int> params;  // case parameters, in the rig's order
-      DpGroup* group = nullptr;
-    };
-    std::vector<Instance> rigs;
-    std::string outcome = "OK";
-    for (model::Instance inst : instances_of(c)) {
-      Instance i;
-      i.inst = inst;
-      const bool expert = inst == model::Instance::kExpert;
-      i.rank = expert ? edp_rank : dp_rank;
-      i.size = expert ? expert_dp : dp;
-      i.rig = std::make_unique<RankRig>(c, inst, i.rank, s.behaviour, s.device, o.seed);
-      i.params = case_params_of(c, inst);
-      if (outcome == "OK") outcome = construction_outcome(c, i.rig->construction());
-      rigs.push_back(std::move(i));
-    }
-    // The in-process mode's digests, computed before the first collective so that its time
-    // does not count against the collective timeout.
-    StageDigests expected;
-    if (outcome == "OK") {
-      auto digests = stage_digests(s, stage, ep_rank);
-      if (auto* why = std::get_if<std::string>(&digests)) throw std::runtime_error(*why);
-      expected = std::get<StageDigests>(digests);
-    }
-    store_set(*store, run + "construction/" + std::to_string(env.rank), outcome);
-    std::vector<std::string> failed;
-    for (int r = 0; r < world; ++r) {
-      const std::string theirs =
-          store_get(*store, run + "construction/" + std::to_string(r),
-                    "construction report from rank " + std::to_string(r), o.collective_timeout_s);
-      if (theirs != "OK") {
-        failed.push_back("rank " + std::to_string(r) + " (stage " + std::to_string(r / dp) +
-                         ", dp " + std::to_string(r % dp) + ") failed construction: " + theirs);
-      }
-    }
-    if (!failed.empty()) {
-      std::string report = me + ": " + std::to_string(failed.size()) + " of " +
-                           std::to_string(world) + " ranks failed construction; no step runs";
-      for (const auto& f : failed) report += "\n  " + f;
-      emit(err, report);
-      return finish(1);
-    }
-
-    // The process groups of this stage: the dense DP group (ranks stage * dp ... stage * dp +
-    // dp - 1) and, with EP above 1, the expert DP group of this EP rank (the ranks of the stage
-    // whose DP rank is ep_rank modulo ep), as Megatron's parallel_state builds them. With EP 1
-    // the expert DP group has the dense group's members, and the dense group serves both.
-    auto make_group = [&](const std::string& name, const std::string& key, int rank, int size) {
-      auto group = std::make_unique<DpGroup>();
-      group->name = name;
-      group->size = size;
-      group->rank = rank;
-      group->timeout_s = o.collective_timeout_s;
-      auto prefixed = c10::make_intrusive<c10d::PrefixStore>(run + key, store);
-#if SC_TORCH_CUDA
-      if (s.device.is_cuda()) {
-        auto opts = c10d::ProcessGroupNCCL::Options::create();
-        opts->timeout = timeout;
-        group->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
-      }
-      if (!group->nccl)
-#endif
-      {
-        auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-        const bool loopback = env.addr == "localhost" || env.addr.rfind("127.", 0) == 0;
-        const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-        opts->devices.push_back(
-            ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
-            : loopback        ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                              : c10d::ProcessGroupGloo::createDefaultDevice());
-        try {
-          group->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
-        } catch (const std::exception& e) {
-          throw std::runtime_error("cannot form " + name + ": " + short_what(e));
-        }
-      }
-      return group;
-    };
-    std::unique_ptr<DpGroup> dense_group = make_group(
-        "the DP group of stage " + std::to_string(stage), "dp-stage-" + std::to_string(stage),
-        dp_rank, dp);
-    std::unique_ptr<DpGroup> expert_group;
-    for (Instance& i : rigs) {
-      if (i.inst == model::Instance::kExpert && ep > 1) {
-        expert_group = make_group("the expert DP group of stage " + std::to_string(stage) +
-                                      " EP rank " + std::to_string(ep_rank),
-                                  "edp-stage-" + std::to_string(stage) + "-ep-" +
-                                      std::to_string(ep_rank),
-                                  edp_rank, expert_dp);
-        i.group = expert_group.get();
-      } else {
-        i.group = dense_group.get();
-      }
-    }
-    if (fault_here("exit")) {
-      emit(err, me + ": exiting with status 3 (--fault=exit)");
-      std::_Exit(3);
-    }
-
-    // The ranks of this stage that hold the same model (dense and experts): its DP group when
-    // EP is 1, the ranks of its EP rank otherwise.
-    std::vector<int> replicas;
-    for (int d = ep_rank; d < dp; d += ep) replicas.push_back(stage * dp + d);
-    uint64_t last = 0;
-    for (int k = 0; k < o.steps; ++k) {
-      const model::StepInputs in = main_job_step(c, o.seed, k);
-      if (k == 0 && fault_here("stall")) {
-        emit(err, me + ": stalling before its first collective (--fault=stall)");
-        std::this_thread::sleep_for(std::chrono::hours(1));
-      }
-      for (Instance& i : rigs) {
-        // The local grads: this rank's bit field of every reduced gradient within the group
-        // that reduces it, so that the SUM over the group is the in-process mode's gradient
-        // exactly, in whatever order the collective adds. (Megatron's pre-scaling by 1/dp is
-        // exact only for some values and orders; the local grads stand for the already-scaled
-        // contributions.)
-        std::vector<std::vector<float>> local(in.grads.size());
-        for (int p : i.params) {
-          local[p].resize(in.grads[p].size());
-          for (size_t e = 0; e < in.grads[p].size(); ++e) {
-            local[p][e] = fault_here("drop-grads") ? 0.0f
-                                                   : grad_part(in.grads[p][e], i.rank, i.size);
-          }
-        }
-        for (size_t p = 0; p < local.size(); ++p) {
-          if (local[p].empty()) local[p].assign(in.grads[p].size(), 0.0f);
-        }
-        i.rig->write_main_grads(local);
-        const auto buffers = i.rig->buffers();
-        for (size_t b = 0; b < buffers.size(); ++b) {
-          for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
-            reduce_scatter(*i.group, buffers[b]->buckets()[u].grad_data,
-                           "step " + std::to_string(k) + " buffer " + std::to_string(b) +
-                               " bucket " + std::to_string(u));
-          }
-        }
-        i.rig->step_with_main_grads(in);
-        if (k == 0 && fault_here("die")) {
-          // Mid-step: its DP group has reduced the grads and waits for its all-gather.
-          emit(err, me + ": killing itself with SIGKILL mid-step (--fault=die)");
-          std::raise(SIGKILL);
-        }
-        if (o.fault == "skip-all-gather") continue;
-        for (size_t b = 0; b < buffers.size(); ++b) {
-          for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
-            all_gather(*i.group, buffers[b]->buckets()[u].param_data,
-                       "step " + std::to_string(k) + " buffer " + std::to_string(b) +
-                           " bucket " + std::to_string(u));
-          }
-        }
-      }
-      // Every rank's full parameters against its replicas' and the in-process mode's, and its
-      // dense parameters against every rank of its dense DP group.
-      std::vector<std::vector<float>> full(c.params.size()), dense;
-      for (Instance& i : rigs) {
-        auto values = i.rig->model_values();
-        for (size_t j = 0; j < values.size(); ++j) {
-          if (i.inst == model::Instance::kDense) dense.push_back(values[j]);
-          full[i.params[j]] = std::move(values[j]);
-        }
-      }
-      last = digest_params(full);
-      const std::string dense_digest = hex(digest_params(dense));
-      const std::string key = run + "digest/" + std::to_string(k) + "/";
-      store_set(*store, key + std::to_string(env.rank), hex(last));
-      store_set(*store, key + "dense/" + std::to_string(env.rank), dense_digest);
-      std::string problem;
-      for (int r : replicas) {
-        if (!problem.empty()) break;
-        const std::string theirs =
-            store_get(*store, key + std::to_string(r),
-                      "step " + std::to_string(k) + " digest from rank " + std::to_string(r),
-                      o.collective_timeout_s);
-        if (theirs != hex(last)) {
-          problem = "after step " + std::to_string(k + 1) + " its parameters (" + hex(last) +
-                    ") differ from those of rank " + std::to_string(r) + " (" + theirs +
-                    (ep > 1 ? "), same stage and EP rank" : "), same DP group");
-        }
-      }
-      for (int d = 0; d < dp && problem.empty() && ep > 1; ++d) {
-        const int r = stage * dp + d;
-        const std::string theirs = store_get(
-            *store, key + "dense/" + std::to_string(r),
-            "step " + std::to_string(k) + " dense digest from rank " + std::to_string(r),
-            o.collective_timeout_s);
-        if (theirs != dense_digest) {
-          problem = "after step " + std::to_string(k + 1) + " its dense parameters (" +
-                    dense_digest + ") differ from those of rank " + std::to_string(r) + " (" +
-                    theirs + "), same DP group";
-        }
-      }
-      if (problem.empty() && last != expected.params[k]) {
-        problem = "after step " + std::to_string(k + 1) + " its parameters (" + hex(last) +
-                  ") differ from the in-process mode's (" + hex(expected.params[k]) + ")";
-      }
-      // The fp32 main params and the moments see every bit of the reduced gradient, which
-      // 16-bit model params may round away.
-      for (const Instance& i : rigs) {
-        if (!problem.empty()) break;
-        const bool is_expert = i.inst == model::Instance::kExpert;
-        const uint64_t want = expected.state[k][is_expert ? dp + i.rank : i.rank];
-        const uint64_t got = i.rig->digest();
-        if (got != want) {
-          problem = "after step " + std::to_string(k + 1) + " the optimizer state of its " +
-                    (is_expert ? "expert" : "dense") + " instance (owned pieces, main params, " +
-                    "moments: " + hex(got) + ") differs from the in-process mode's (" +
-                    hex(want) + ")";
-        }
-      }
-      if (!problem.empty()) {
-        emit(err, me + ": FAILED: " + problem);
-        return finish(1);
-      }
-    }
-    emit(out, me + ": " + std::to_string(o.steps) +
-                  " steps; after every step its parameters equal its DP group's and the "
-                  "in-process mode's, and its optimizer state the in-process rank's, bit for "
-                  "bit (params_digest=" + hex(last) + ")");
-    return finish(0);
+    return run_rank(worker, out, err);
   } catch (const std::exception& e) {
-    emit(err, me + ": FAILED: " + short_what(e));
+    emit(err, worker.me + ": FAILED: " + short_what(e));
     return 1;
   }
 }
 
-int run_local_launcher(const CliOptions& o, std::ostream& out, std::ostream& err) {
-  auto setup_or = prepare(o);
+namespace {
+
+// The ranks' arguments: this run's less the launcher's own (--name=value or --name value), and
+// --multi-process.
+std::vector<std::string> rank_args(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--processes" || a == "--launch-timeout") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--processes=", 0) != 0 && a.rfind("--launch-timeout=", 0) != 0) {
+      out.push_back(a);
+    }
+  }
+  out.push_back("--multi-process");
+  return out;
+}
+
+// The configuration line that heads the launcher's output.
+std::string launcher_header(const CliOptions& options, const Setup& setup, const LaunchSpec& spec) {
+  std::ostringstream header;
+  const WorldSizes& w = setup.o.world;
+  header << "SEED=" << options.seed << " model=" << setup.model_name
+         << (options.model_file.empty() ? "" : " model_file=" + options.model_file)
+         << " scale=" << (options.scale > 0 ? options.scale : 64)
+         << " mode=multi-process processes=" << options.processes << " pp=" << w.pp
+         << " vpp=" << w.vpp
+         << (w.pipeline_layout.empty() ? "" : " pipeline_layout=" + w.pipeline_layout)
+         << " ep=" << w.ep << " dp=" << w.dp << " expert_dp=" << w.dp / w.ep << " tp=" << w.tp
+         << (w.tp > 1 ? " tp_rank=0" : "") << " steps=" << options.steps
+         << " offload=" << (options.offload ? "on" : "off")
+         << " offload_fraction=" << options.offload_fraction
+         << " precision_aware=" << (options.precision_aware ? "on" : "off")
+         << " device=" << (setup.device.is_cuda() ? "cuda backend=nccl" : "cpu backend=gloo")
+         << " variant=" << options.variants.front() << " master=" << spec.master_addr << ":"
+         << spec.master_port << " collective_timeout=" << options.collective_timeout_s << "s";
+  if (!options.fault.empty()) {
+    header << " fault=" << options.fault
+           << (options.fault_rank >= 0 ? "@" + std::to_string(options.fault_rank) : std::string());
+  }
+  return header.str();
+}
+
+}  // namespace
+
+int run_local_launcher(const CliOptions& options, std::ostream& out, std::ostream& err) {
+  auto setup_or = prepare(options);
   if (auto* why = std::get_if<std::string>(&setup_or)) {
     emit(err, "shardcheck-sim: " + *why);
     return 2;
@@ -705,59 +893,29 @@ int run_local_launcher(const CliOptions& o, std::ostream& out, std::ostream& err
     emit(err, "shardcheck-sim: cannot find this program's path (/proc/self/exe)");
     return 2;
   }
-  const Setup& s = std::get<Setup>(setup_or);
+  const Setup& setup = std::get<Setup>(setup_or);
   LaunchSpec spec;
   spec.program.assign(exe, static_cast<size_t>(n));
-  // The ranks get this run's arguments less the launcher's own (--name=value or --name value).
-  for (size_t i = 0; i < o.args.size(); ++i) {
-    const std::string& a = o.args[i];
-    if (a == "--processes" || a == "--launch-timeout") {
-      ++i;
-      continue;
-    }
-    if (a.rfind("--processes=", 0) != 0 && a.rfind("--launch-timeout=", 0) != 0) {
-      spec.args.push_back(a);
-    }
-  }
-  spec.args.push_back("--multi-process");
-  spec.processes = o.processes;
-  spec.timeout_s = o.launch_timeout_s;
+  spec.args = rank_args(options.args);
+  spec.processes = options.processes;
+  spec.timeout_s = options.launch_timeout_s;
   // When a rank fails, the others get the collective timeout (and a little) to see it and exit
   // with their own error before the launcher stops them.
-  spec.grace_s = o.collective_timeout_s + 2;
+  spec.grace_s = options.collective_timeout_s + 2;
   spec.master_port = pick_free_port(spec.master_addr);
-  std::ostringstream header;
-  const WorldSizes& w = s.o.world;
-  header << "SEED=" << o.seed << " model=" << s.model_name
-         << (o.model_file.empty() ? "" : " model_file=" + o.model_file)
-         << " scale=" << (o.scale > 0 ? o.scale : 64) << " mode=multi-process processes="
-         << o.processes << " pp=" << w.pp << " vpp=" << w.vpp
-         << (w.pipeline_layout.empty() ? "" : " pipeline_layout=" + w.pipeline_layout)
-         << " ep=" << w.ep << " dp=" << w.dp << " expert_dp=" << w.dp / w.ep << " tp=" << w.tp
-         << (w.tp > 1 ? " tp_rank=0" : "") << " steps=" << o.steps
-         << " offload=" << (o.offload ? "on" : "off")
-         << " offload_fraction=" << o.offload_fraction
-         << " precision_aware=" << (o.precision_aware ? "on" : "off")
-         << " device=" << (s.device.is_cuda() ? "cuda backend=nccl" : "cpu backend=gloo")
-         << " variant=" << o.variants.front() << " master=" << spec.master_addr << ":"
-         << spec.master_port << " collective_timeout=" << o.collective_timeout_s << "s";
-  if (!o.fault.empty()) {
-    header << " fault=" << o.fault
-           << (o.fault_rank >= 0 ? "@" + std::to_string(o.fault_rank) : std::string());
-  }
-  emit(out, header.str());
-  const LaunchResult r = launch_local(spec);
-  if (r.ok()) {
-    emit(out, "multi-process: " + std::to_string(o.processes) + " of " +
-                  std::to_string(o.processes) +
+  emit(out, launcher_header(options, setup, spec));
+  const LaunchResult result = launch_local(spec);
+  if (result.ok()) {
+    emit(out, "multi-process: " + std::to_string(options.processes) + " of " +
+                  std::to_string(options.processes) +
                   " ranks passed: after every step each rank's parameters equal its DP group's "
                   "and the in-process mode's, bit for bit");
     return 0;
   }
   std::string report = "multi-process: the world failed";
-  for (const std::string& line : describe_failures(r, spec.timeout_s)) report += "\n  " + line;
+  for (const std::string& line : describe_failures(result, spec.timeout_s)) report += "\n  " + line;
   std::string args;
-  for (const std::string& a : o.args) args += " " + a;
+  for (const std::string& a : options.args) args += " " + a;
   report += "\nreproduce: shardcheck-sim" + args;
   emit(err, report);
   return 1;

@@ -78,9 +78,9 @@ std::optional<int64_t> parse_byte_size(const std::string& text) {
 
 namespace {
 
-std::string join(const std::vector<std::string>& v, const char* sep) {
+std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
   return s;
 }
 
@@ -144,171 +144,298 @@ std::string cli_usage() {
          "Options taking a value also accept it as the next argument (--dp 2).\n";
 }
 
-std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args) {
-  CliOptions o;
-  bool model_named = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    // "--name value" means "--name=value" for the options that take a value.
-    if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos &&
-        kValueOptions.count(arg.substr(2))) {
-      if (i + 1 == args.size()) return arg + " needs a value (" + arg + "=VALUE; see --help)";
-      arg += "=" + args[++i];
-    }
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (arg == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (arg == "--stats") {
-      o.stats = true;
-      continue;
-    }
-    if (arg == "--layout-only") {
-      o.layout_only = true;
-      continue;
-    }
-    if (arg == "--heat") {
-      o.heat = true;
-      continue;
-    }
-    if (arg == "--check-determinism") {
-      o.check_determinism = true;
-      continue;
-    }
-    if (arg == "--multi-process") {
-      o.multi_process = true;
-      continue;
-    }
-    const size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
-      return "unknown argument '" + arg + "' (options take the form --name=value; see --help)";
-    }
-    const std::string name = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
-    int64_t n = 0;
-    auto bad = [&](const std::string& why) { return "--" + name + "=" + value + ": " + why; };
-    if (name == "model") {
-      bool known = false;
-      for (const auto& m : inventory_names()) known |= m == value;
-      if (!known) return bad("unknown model; known: " + join(inventory_names(), ", "));
-      o.model = value;
-      model_named = true;
-    } else if (name == "model-file") {
-      if (value.empty()) return bad("expected a file name");
-      o.model_file = value;
-    } else if (name == "variant") {
-      o.variants.clear();
-      if (value == "all") {
-        for (const auto& b : sut::all_behaviours()) o.variants.push_back(b.name);
-        continue;
-      }
-      std::stringstream ss(value);
-      std::string v;
-      while (std::getline(ss, v, ',')) {
-        if (!sut::behaviour_by_name(v)) {
-          std::vector<std::string> known;
-          for (const auto& b : sut::all_behaviours()) known.push_back(b.name);
-          return bad("unknown variant '" + v +
+namespace {
+
+// The options being parsed, with what the checks across options need to know.
+struct ParsedCli {
+  CliOptions options;
+  bool model_named = false;  // --model was given (even with the default model)
+};
+
+// One "--name=value" argument.
+struct OptionArg {
+  const std::string& name;
+  const std::string& value;
+  // The message for a bad value: "--name=value: why".
+  std::string bad(const std::string& why) const { return "--" + name + "=" + value + ": " + why; }
+};
+
+// Applies one option to `parsed`; the message when its value is bad, else nothing.
+using OptionHandler = std::optional<std::string> (*)(const OptionArg& arg, ParsedCli& parsed);
+
+// --model=NAME: a built-in model.
+std::optional<std::string> apply_model(const OptionArg& arg, ParsedCli& parsed) {
+  bool known = false;
+  for (const auto& m : inventory_names()) known |= m == arg.value;
+  if (!known) return arg.bad("unknown model; known: " + join(inventory_names(), ", "));
+  parsed.options.model = arg.value;
+  parsed.model_named = true;
+  return std::nullopt;
+}
+
+// --model-file=FILE.
+std::optional<std::string> apply_model_file(const OptionArg& arg, ParsedCli& parsed) {
+  if (arg.value.empty()) return arg.bad("expected a file name");
+  parsed.options.model_file = arg.value;
+  return std::nullopt;
+}
+
+// --variant=A[,B...] or all.
+std::optional<std::string> apply_variant(const OptionArg& arg, ParsedCli& parsed) {
+  std::vector<std::string>& variants = parsed.options.variants;
+  variants.clear();
+  if (arg.value == "all") {
+    for (const auto& b : sut::all_behaviours()) variants.push_back(b.name);
+    return std::nullopt;
+  }
+  std::stringstream ss(arg.value);
+  std::string v;
+  while (std::getline(ss, v, ',')) {
+    if (!sut::behaviour_by_name(v)) {
+      std::vector<std::string> known;
+      for (const auto& b : sut::all_behaviours()) known.push_back(b.name);
+      return arg.bad("unknown variant '" + v +
                      "': a variant is upstream plus changes joined with '+' (pr6982, F1 ... F9, "
                      "pr4547, pr5077, fused-host-adamw, pipelined; patched: every fix), or a "
                      "mutant; for example: " + join(known, ", "));
-        }
-        o.variants.push_back(v);
-      }
-      if (o.variants.empty()) return bad("no variant named");
-    } else if (name == "pp" || name == "vpp" || name == "ep" || name == "dp" || name == "tp") {
-      if (!parse_int(value, n) || n < 1 || n > 65536) {
-        return bad("expected an integer from 1 to 65536");
-      }
-      int& field = name == "pp"    ? o.world.pp
-                   : name == "vpp" ? o.world.vpp
-                   : name == "ep"  ? o.world.ep
-                   : name == "tp"  ? o.world.tp
-                                   : o.world.dp;
-      field = static_cast<int>(n);
-    } else if (name == "first-stage-layers" || name == "last-stage-layers") {
-      if (!parse_int(value, n) || n < 1 || n > 100000) {
-        return bad("expected an integer from 1 to 100000");
-      }
-      (name == "first-stage-layers" ? o.world.first_stage_layers : o.world.last_stage_layers) =
-          static_cast<int>(n);
-    } else if (name == "pipeline-layout") {
-      if (value.empty()) return bad("expected a layout such as Et|tt|tL, or none");
-      if (value != "none") {
-        auto layout = parse_pipeline_layout(value);
-        if (auto* why = std::get_if<std::string>(&layout)) return bad(*why);
-      }
-      o.world.pipeline_layout = value;
-    } else if (name == "offload") {
-      if (!parse_on_off(value, o.offload)) return bad("expected on or off");
-    } else if (name == "offload-fraction") {
-      if (!parse_double(value, o.offload_fraction) || o.offload_fraction < 0.0 ||
-          o.offload_fraction > 1.0) {
-        return bad("the offload fraction must be a number in [0, 1]");
-      }
-    } else if (name == "bucket-size") {
-      if (value == "none") {
-        o.bucket_size.reset();
-      } else if (!parse_int(value, n) || n < 1) {
-        return bad("expected a positive element count or none");
-      } else {
-        o.bucket_size = n;
-      }
-    } else if (name == "precision-aware") {
-      if (!parse_on_off(value, o.precision_aware)) return bad("expected on or off");
-    } else if (name == "device") {
-      if (value != "auto" && value != "cpu" && value != "cuda") {
-        return bad("expected auto, cpu or cuda");
-      }
-      o.device = value;
-    } else if (name == "seed") {
-      if (!parse_seed(value, o.seed)) return bad("expected a decimal seed or a 40-hex hash");
-    } else if (name == "steps") {
-      if (!parse_int(value, n) || n < 0 || n > 100) return bad("expected an integer from 0 to 100");
-      o.steps = static_cast<int>(n);
-    } else if (name == "scale") {
-      if (!parse_int(value, n) || n < 1) return bad("expected a positive integer");
-      o.scale = n;
-    } else if (name == "memory-budget") {
-      const auto bytes = parse_byte_size(value);
-      if (!bytes) return bad("expected a byte count such as 8GiB, 512MiB or 1000000");
-      o.memory_budget = *bytes;
-    } else if (name == "processes") {
-      if (!parse_int(value, n) || n < 1 || n > 1024) {
-        return bad("expected an integer from 1 to 1024");
-      }
-      o.processes = static_cast<int>(n);
-    } else if (name == "collective-timeout" || name == "launch-timeout") {
-      double t = 0;
-      if (!parse_double(value, t) || t <= 0 || t > 86400) {
-        return bad("expected seconds above 0, at most 86400");
-      }
-      (name == "collective-timeout" ? o.collective_timeout_s : o.launch_timeout_s) = t;
-    } else if (name == "fault") {
-      const size_t at = value.find('@');
-      o.fault = value.substr(0, at);
-      o.fault_rank = -1;
-      if (o.fault != "drop-grads" && o.fault != "stall" && o.fault != "exit" &&
-          o.fault != "die" && o.fault != "skip-all-gather") {
-        return bad("unknown fault; known: drop-grads, stall, exit, die, skip-all-gather");
-      }
-      if (at != std::string::npos) {
-        if (!parse_int(value.substr(at + 1), n) || n < 0 || n > 65535) {
-          return bad("expected KIND@RANK with a rank from 0");
-        }
-        o.fault_rank = static_cast<int>(n);
-      }
-    } else if (name == "svg" || name == "html") {
-      if (value.empty()) return bad("expected a file name");
-      (name == "svg" ? o.svg : o.html) = value;
-    } else {
-      return "unknown option '--" + name + "' (see --help)";
+    }
+    variants.push_back(v);
+  }
+  if (variants.empty()) return arg.bad("no variant named");
+  return std::nullopt;
+}
+
+// --pp, --vpp, --ep, --dp, --tp: a parallel size.
+std::optional<std::string> apply_parallel_size(const OptionArg& arg, ParsedCli& parsed) {
+  int64_t n = 0;
+  if (!parse_int(arg.value, n) || n < 1 || n > 65536) {
+    return arg.bad("expected an integer from 1 to 65536");
+  }
+  WorldSizes& world = parsed.options.world;
+  int& field = arg.name == "pp"    ? world.pp
+               : arg.name == "vpp" ? world.vpp
+               : arg.name == "ep"  ? world.ep
+               : arg.name == "tp"  ? world.tp
+                                   : world.dp;
+  field = static_cast<int>(n);
+  return std::nullopt;
+}
+
+// --first-stage-layers, --last-stage-layers: an uneven pipeline split.
+std::optional<std::string> apply_stage_layers(const OptionArg& arg, ParsedCli& parsed) {
+  int64_t n = 0;
+  if (!parse_int(arg.value, n) || n < 1 || n > 100000) {
+    return arg.bad("expected an integer from 1 to 100000");
+  }
+  WorldSizes& world = parsed.options.world;
+  (arg.name == "first-stage-layers" ? world.first_stage_layers : world.last_stage_layers) =
+      static_cast<int>(n);
+  return std::nullopt;
+}
+
+// --pipeline-layout=L|none.
+std::optional<std::string> apply_pipeline_layout(const OptionArg& arg, ParsedCli& parsed) {
+  if (arg.value.empty()) return arg.bad("expected a layout such as Et|tt|tL, or none");
+  if (arg.value != "none") {
+    auto layout = parse_pipeline_layout(arg.value);
+    if (auto* why = std::get_if<std::string>(&layout)) return arg.bad(*why);
+  }
+  parsed.options.world.pipeline_layout = arg.value;
+  return std::nullopt;
+}
+
+// --offload=on|off.
+std::optional<std::string> apply_offload(const OptionArg& arg, ParsedCli& parsed) {
+  if (!parse_on_off(arg.value, parsed.options.offload)) return arg.bad("expected on or off");
+  return std::nullopt;
+}
+
+// --offload-fraction=F in [0, 1].
+std::optional<std::string> apply_offload_fraction(const OptionArg& arg, ParsedCli& parsed) {
+  double& fraction = parsed.options.offload_fraction;
+  if (!parse_double(arg.value, fraction) || fraction < 0.0 || fraction > 1.0) {
+    return arg.bad("the offload fraction must be a number in [0, 1]");
+  }
+  return std::nullopt;
+}
+
+// --bucket-size=N|none.
+std::optional<std::string> apply_bucket_size(const OptionArg& arg, ParsedCli& parsed) {
+  int64_t n = 0;
+  if (arg.value == "none") {
+    parsed.options.bucket_size.reset();
+  } else if (!parse_int(arg.value, n) || n < 1) {
+    return arg.bad("expected a positive element count or none");
+  } else {
+    parsed.options.bucket_size = n;
+  }
+  return std::nullopt;
+}
+
+// --precision-aware=on|off.
+std::optional<std::string> apply_precision_aware(const OptionArg& arg, ParsedCli& parsed) {
+  if (!parse_on_off(arg.value, parsed.options.precision_aware)) {
+    return arg.bad("expected on or off");
+  }
+  return std::nullopt;
+}
+
+// --device=auto|cpu|cuda.
+std::optional<std::string> apply_device(const OptionArg& arg, ParsedCli& parsed) {
+  if (arg.value != "auto" && arg.value != "cpu" && arg.value != "cuda") {
+    return arg.bad("expected auto, cpu or cuda");
+  }
+  parsed.options.device = arg.value;
+  return std::nullopt;
+}
+
+// --seed=N|HASH.
+std::optional<std::string> apply_seed(const OptionArg& arg, ParsedCli& parsed) {
+  if (!parse_seed(arg.value, parsed.options.seed)) {
+    return arg.bad("expected a decimal seed or a 40-hex hash");
+  }
+  return std::nullopt;
+}
+
+// --steps=N from 0 to 100.
+std::optional<std::string> apply_steps(const OptionArg& arg, ParsedCli& parsed) {
+  int64_t n = 0;
+  if (!parse_int(arg.value, n) || n < 0 || n > 100) {
+    return arg.bad("expected an integer from 0 to 100");
+  }
+  parsed.options.steps = static_cast<int>(n);
+  return std::nullopt;
+}
+
+// --scale=N, positive.
+std::optional<std::string> apply_scale(const OptionArg& arg, ParsedCli& parsed) {
+  int64_t n = 0;
+  if (!parse_int(arg.value, n) || n < 1) return arg.bad("expected a positive integer");
+  parsed.options.scale = n;
+  return std::nullopt;
+}
+
+// --memory-budget=BYTES.
+std::optional<std::string> apply_memory_budget(const OptionArg& arg, ParsedCli& parsed) {
+  const auto bytes = parse_byte_size(arg.value);
+  if (!bytes) return arg.bad("expected a byte count such as 8GiB, 512MiB or 1000000");
+  parsed.options.memory_budget = *bytes;
+  return std::nullopt;
+}
+
+// --processes=N from 1 to 1024.
+std::optional<std::string> apply_processes(const OptionArg& arg, ParsedCli& parsed) {
+  int64_t n = 0;
+  if (!parse_int(arg.value, n) || n < 1 || n > 1024) {
+    return arg.bad("expected an integer from 1 to 1024");
+  }
+  parsed.options.processes = static_cast<int>(n);
+  return std::nullopt;
+}
+
+// --collective-timeout=S, --launch-timeout=S.
+std::optional<std::string> apply_timeout(const OptionArg& arg, ParsedCli& parsed) {
+  double t = 0;
+  if (!parse_double(arg.value, t) || t <= 0 || t > 86400) {
+    return arg.bad("expected seconds above 0, at most 86400");
+  }
+  CliOptions& options = parsed.options;
+  (arg.name == "collective-timeout" ? options.collective_timeout_s : options.launch_timeout_s) = t;
+  return std::nullopt;
+}
+
+// --fault=KIND[@RANK].
+std::optional<std::string> apply_fault(const OptionArg& arg, ParsedCli& parsed) {
+  CliOptions& options = parsed.options;
+  const size_t at = arg.value.find('@');
+  options.fault = arg.value.substr(0, at);
+  options.fault_rank = -1;
+  if (options.fault != "drop-grads" && options.fault != "stall" && options.fault != "exit" &&
+      options.fault != "die" && options.fault != "skip-all-gather") {
+    return arg.bad("unknown fault; known: drop-grads, stall, exit, die, skip-all-gather");
+  }
+  if (at != std::string::npos) {
+    int64_t n = 0;
+    if (!parse_int(arg.value.substr(at + 1), n) || n < 0 || n > 65535) {
+      return arg.bad("expected KIND@RANK with a rank from 0");
+    }
+    options.fault_rank = static_cast<int>(n);
+  }
+  return std::nullopt;
+}
+
+// --svg=FILE, --html=FILE.
+std::optional<std::string> apply_picture_file(const OptionArg& arg, ParsedCli& parsed) {
+  if (arg.value.empty()) return arg.bad("expected a file name");
+  (arg.name == "svg" ? parsed.options.svg : parsed.options.html) = arg.value;
+  return std::nullopt;
+}
+
+// The options of the form --name=value, by name.
+constexpr std::pair<const char*, OptionHandler> kOptionHandlers[] = {
+    {"model", apply_model},
+    {"model-file", apply_model_file},
+    {"variant", apply_variant},
+    {"pp", apply_parallel_size},
+    {"vpp", apply_parallel_size},
+    {"ep", apply_parallel_size},
+    {"dp", apply_parallel_size},
+    {"tp", apply_parallel_size},
+    {"first-stage-layers", apply_stage_layers},
+    {"last-stage-layers", apply_stage_layers},
+    {"pipeline-layout", apply_pipeline_layout},
+    {"offload", apply_offload},
+    {"offload-fraction", apply_offload_fraction},
+    {"bucket-size", apply_bucket_size},
+    {"precision-aware", apply_precision_aware},
+    {"device", apply_device},
+    {"seed", apply_seed},
+    {"steps", apply_steps},
+    {"scale", apply_scale},
+    {"memory-budget", apply_memory_budget},
+    {"processes", apply_processes},
+    {"collective-timeout", apply_timeout},
+    {"launch-timeout", apply_timeout},
+    {"fault", apply_fault},
+    {"svg", apply_picture_file},
+    {"html", apply_picture_file},
+};
+
+// The flags: options without a value.
+constexpr std::pair<const char*, bool CliOptions::*> kFlags[] = {
+    {"--help", &CliOptions::help},
+    {"-h", &CliOptions::help},
+    {"--json", &CliOptions::json},
+    {"--stats", &CliOptions::stats},
+    {"--layout-only", &CliOptions::layout_only},
+    {"--heat", &CliOptions::heat},
+    {"--check-determinism", &CliOptions::check_determinism},
+    {"--multi-process", &CliOptions::multi_process},
+};
+
+// Applies one argument (a flag or --name=value) to `parsed`; the message when it is bad.
+std::optional<std::string> apply_argument(const std::string& arg, ParsedCli& parsed) {
+  for (const auto& [flag, field] : kFlags) {
+    if (arg == flag) {
+      parsed.options.*field = true;
+      return std::nullopt;
     }
   }
-  if (model_named && !o.model_file.empty()) {
+  const size_t eq = arg.find('=');
+  if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
+    return "unknown argument '" + arg + "' (options take the form --name=value; see --help)";
+  }
+  const std::string name = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
+  for (const auto& [option, handler] : kOptionHandlers) {
+    if (name == option) return handler(OptionArg{name, value}, parsed);
+  }
+  return "unknown option '--" + name + "' (see --help)";
+}
+
+// The message when the options exclude or need each other, else nothing.
+std::optional<std::string> check_option_combinations(const ParsedCli& parsed) {
+  const CliOptions& o = parsed.options;
+  if (parsed.model_named && !o.model_file.empty()) {
     return "--model and --model-file exclude each other (a model file names its model)";
   }
   if (o.world.pipeline_layout != "" && o.world.pipeline_layout != "none" &&
@@ -328,8 +455,26 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
     return "--heat needs tensor mode with --steps above 0 (no --layout-only)";
   }
   if (o.heat && o.svg.empty() && o.html.empty()) return "--heat needs --svg or --html";
-  o.args = args;
-  return o;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args) {
+  ParsedCli parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    // "--name value" means "--name=value" for the options that take a value.
+    if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos &&
+        kValueOptions.count(arg.substr(2))) {
+      if (i + 1 == args.size()) return arg + " needs a value (" + arg + "=VALUE; see --help)";
+      arg += "=" + args[++i];
+    }
+    if (auto why = apply_argument(arg, parsed)) return *why;
+  }
+  if (auto why = check_option_combinations(parsed)) return *why;
+  parsed.options.args = args;
+  return std::move(parsed.options);
 }
 
 std::string format_bytes(int64_t bytes) {

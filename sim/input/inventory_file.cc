@@ -26,7 +26,7 @@ struct FileError {
   throw FileError{path.empty() ? why : path + ": " + why};
 }
 
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
+std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
 
 std::string join_keys(const std::vector<std::string>& keys) {
   std::string s;
@@ -34,10 +34,10 @@ std::string join_keys(const std::vector<std::string>& keys) {
   return s;
 }
 
-// Fails on the first key of `o` that is not in `known`.
-void check_keys(const json& o, const std::string& path, const std::vector<std::string>& known,
+// Fails on the first key of `object` that is not in `known`.
+void check_keys(const json& object, const std::string& path, const std::vector<std::string>& known,
                 const std::string& what) {
-  for (const auto& [key, value] : o.items()) {
+  for (const auto& [key, value] : object.items()) {
     (void)value;
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       fail(path,
@@ -54,42 +54,47 @@ std::string element(const std::string& path, size_t i) {
   return path + "[" + std::to_string(i) + "]";
 }
 
-const json& expect(const json& v, const std::string& path, json::value_t type, const char* what) {
-  const bool ok = type == json::value_t::number_integer ? v.is_number_integer() : v.type() == type;
-  if (!ok) fail(path, std::string("expected ") + what + ", got " + v.type_name());
-  return v;
+const json& expect(const json& value, const std::string& path, json::value_t type,
+                   const char* what) {
+  const bool ok =
+      type == json::value_t::number_integer ? value.is_number_integer() : value.type() == type;
+  if (!ok) fail(path, std::string("expected ") + what + ", got " + value.type_name());
+  return value;
 }
 
-int64_t get_int(const json& v, const std::string& path, int64_t lo, int64_t hi) {
-  expect(v, path, json::value_t::number_integer, "an integer");
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+int64_t get_int(const json& value, const std::string& path, int64_t lo, int64_t hi) {
+  expect(value, path, json::value_t::number_integer, "an integer");
+  if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(hi)) {
     fail(path, "must be at most " + std::to_string(hi));
   }
-  const int64_t n =
-      v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
+  const int64_t n = value.is_number_unsigned() ? static_cast<int64_t>(value.get<uint64_t>())
+                                               : value.get<int64_t>();
   if (n < lo) fail(path, std::to_string(n) + " must be at least " + std::to_string(lo));
   if (n > hi) fail(path, "must be at most " + std::to_string(hi));
   return n;
 }
 
-bool get_bool(const json& o, const std::string& path, const char* key, bool fallback) {
-  if (!o.contains(key)) return fallback;
-  return expect(o.at(key), member(path, key), json::value_t::boolean, "true or false").get<bool>();
+bool get_bool(const json& object, const std::string& path, const char* key, bool fallback) {
+  if (!object.contains(key)) return fallback;
+  return expect(object.at(key), member(path, key), json::value_t::boolean, "true or false")
+      .get<bool>();
 }
 
-const std::string& get_string(const json& v, const std::string& path) {
-  return expect(v, path, json::value_t::string, "a string").get_ref<const std::string&>();
+const std::string& get_string(const json& value, const std::string& path) {
+  return expect(value, path, json::value_t::string, "a string").get_ref<const std::string&>();
 }
 
-bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
+bool is_identifier(const std::string& text) {
+  if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) {
+    return false;
+  }
+  return std::all_of(text.begin(), text.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
   });
 }
 
-model::DType get_dtype(const json& v, const std::string& path) {
-  const std::string& name = get_string(v, path);
+model::DType get_dtype(const json& value, const std::string& path) {
+  const std::string& name = get_string(value, path);
   const auto d = model::parse_dtype(name);
   if (!d || *d == model::DType::kFloat64) {
     fail(path, "unknown dtype " + in_quotes(name) + " (known: bf16, fp16, fp32)");
@@ -106,24 +111,24 @@ struct Context {
   std::vector<std::string> blocks;          // blocks being expanded (no recursion)
 };
 
-// Replaces every {name} of `s` by its value in `vars`.
-std::string substitute(const std::string& s, const std::map<std::string, std::string>& vars,
+// Replaces every {name} of `text` by its value in `vars`.
+std::string substitute(const std::string& text, const std::map<std::string, std::string>& vars,
                        const std::string& path) {
   std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '}') fail(path, "'}' without '{' in " + in_quotes(s));
-    if (s[i] != '{') {
-      out += s[i];
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '}') fail(path, "'}' without '{' in " + in_quotes(text));
+    if (text[i] != '{') {
+      out += text[i];
       continue;
     }
-    const size_t close = s.find('}', i);
-    if (close == std::string::npos) fail(path, "'{' without '}' in " + in_quotes(s));
-    const std::string name = s.substr(i + 1, close - i - 1);
+    const size_t close = text.find('}', i);
+    if (close == std::string::npos) fail(path, "'{' without '}' in " + in_quotes(text));
+    const std::string name = text.substr(i + 1, close - i - 1);
     const auto it = vars.find(name);
     if (it == vars.end()) {
       std::vector<std::string> known;
       for (const auto& [k, v] : vars) known.push_back("{" + k + "}");
-      fail(path, "unknown placeholder {" + name + "} in " + in_quotes(s) +
+      fail(path, "unknown placeholder {" + name + "} in " + in_quotes(text) +
                      " (known here: " + (known.empty() ? "none" : join_keys(known)) + ")");
     }
     out += it->second;
@@ -196,14 +201,14 @@ class Expander {
   }
 
   // `V / scale`, never below 1, unless the dimension is fixed or the model is not scalable.
-  int64_t scaled(int64_t v, bool fixed) const {
-    return fixed || !scalable_ ? v : std::max<int64_t>(1, v / scale_);
+  int64_t scaled(int64_t value, bool fixed) const {
+    return fixed || !scalable_ ? value : std::max<int64_t>(1, value / scale_);
   }
 
   // A dimension: an integer, or a string "[=][K*]X" with X an integer or a name from "dims".
-  int64_t dimension(const json& v, const std::string& path) const {
-    if (!v.is_string()) return scaled(get_int(v, path, 1, kMaxFileDim), false);
-    const std::string& s = v.get_ref<const std::string&>();
+  int64_t dimension(const json& value, const std::string& path) const {
+    if (!value.is_string()) return scaled(get_int(value, path, 1, kMaxFileDim), false);
+    const std::string& s = value.get_ref<const std::string&>();
     const bool fixed = !s.empty() && s[0] == '=';
     std::string rest = s.substr(fixed ? 1 : 0);
     int64_t k = 1;
@@ -249,24 +254,24 @@ class Expander {
     if (++visited_ > 10 * kMaxFileParams) fail(path, "the file expands too far");
   }
 
-  void entry(const json& e, const std::string& path, const Context& ctx) {
+  void entry(const json& item, const std::string& path, const Context& ctx) {
     tick(path);
-    expect(e, path, json::value_t::object, "an object");
-    if (e.contains("name")) return param(e, path, ctx);
-    if (e.contains("for_each_layer")) return layer_loop(e, path, ctx);
-    if (e.contains("for_each_expert")) return expert_loop(e, path, ctx);
-    if (e.contains("use")) return use(e, path, ctx);
+    expect(item, path, json::value_t::object, "an object");
+    if (item.contains("name")) return param(item, path, ctx);
+    if (item.contains("for_each_layer")) return layer_loop(item, path, ctx);
+    if (item.contains("for_each_expert")) return expert_loop(item, path, ctx);
+    if (item.contains("use")) return use(item, path, ctx);
     fail(path,
          "expected a parameter (with \"name\") or one of for_each_layer, for_each_expert, "
          "use");
   }
 
   // Applies the entry's "place" to `ctx`.
-  void place(const json& e, const std::string& path, Context& ctx) const {
-    if (!e.contains("place")) return;
+  void place(const json& item, const std::string& path, Context& ctx) const {
+    if (!item.contains("place")) return;
     const std::string p = member(path, "place");
     if (ctx.in_layer_loop) fail(p, "not allowed inside for_each_layer (the loop places)");
-    const json& v = e.at("place");
+    const json& v = item.at("place");
     const std::string layers = "below " + std::to_string(out_.num_layers);
     if (v.is_number_integer()) {
       ctx.place = static_cast<int>(get_int(v, p, 0, out_.num_layers - 1));
@@ -292,8 +297,8 @@ class Expander {
     }
   }
 
-  void layer_loop(const json& e, const std::string& path, const Context& ctx) {
-    check_keys(e, path, {"for_each_layer"}, "for_each_layer");
+  void layer_loop(const json& item, const std::string& path, const Context& ctx) {
+    check_keys(item, path, {"for_each_layer"}, "for_each_layer");
     const std::string p = member(path, "for_each_layer");
     if (ctx.in_layer_loop) fail(p, "for_each_layer inside for_each_layer");
     if (ctx.place) fail(p, "for_each_layer under a \"place\"");
@@ -303,29 +308,29 @@ class Expander {
       inner.in_layer_loop = true;
       inner.place = l;
       inner.vars["layer"] = std::to_string(l);
-      entries(e.at("for_each_layer"), p, inner);
+      entries(item.at("for_each_layer"), p, inner);
     }
   }
 
-  void expert_loop(const json& e, const std::string& path, const Context& ctx) {
-    check_keys(e, path, {"for_each_expert", "place"}, "for_each_expert");
+  void expert_loop(const json& item, const std::string& path, const Context& ctx) {
+    check_keys(item, path, {"for_each_expert", "place"}, "for_each_expert");
     const std::string p = member(path, "for_each_expert");
     need_experts(p);
     if (ctx.expert >= 0) fail(p, "for_each_expert inside for_each_expert");
     Context base = ctx;
-    place(e, path, base);
+    place(item, path, base);
     for (int x = 0; x < out_.num_experts; ++x) {
       tick(p);
       Context inner = base;
       inner.expert = x;
       inner.vars["expert"] = std::to_string(x);
-      entries(e.at("for_each_expert"), p, inner);
+      entries(item.at("for_each_expert"), p, inner);
     }
   }
 
-  void use(const json& e, const std::string& path, const Context& ctx) {
-    check_keys(e, path, {"use", "with", "place"}, "use");
-    const std::string& name = get_string(e.at("use"), member(path, "use"));
+  void use(const json& item, const std::string& path, const Context& ctx) {
+    check_keys(item, path, {"use", "with", "place"}, "use");
+    const std::string& name = get_string(item.at("use"), member(path, "use"));
     const json* blocks = root_.contains("blocks") ? &root_.at("blocks") : nullptr;
     if (!blocks || !blocks->contains(name)) {
       fail(member(path, "use"), "unknown block " + in_quotes(name) + " (see \"blocks\")");
@@ -334,12 +339,12 @@ class Expander {
       fail(member(path, "use"), "block " + in_quotes(name) + " uses itself");
     }
     Context inner = ctx;
-    place(e, path, inner);
+    place(item, path, inner);
     inner.blocks.push_back(name);
-    if (e.contains("with")) {
+    if (item.contains("with")) {
       const std::string w = member(path, "with");
       for (const auto& [var, value] :
-           expect(e.at("with"), w, json::value_t::object, "an object").items()) {
+           expect(item.at("with"), w, json::value_t::object, "an object").items()) {
         const std::string vp = member(w, var);
         if (!is_identifier(var) || var == "layer" || var == "expert") {
           fail(vp, "a placeholder name is letters, digits and '_', not layer or expert");
@@ -350,18 +355,18 @@ class Expander {
     entries(blocks->at(name), member("blocks", name), inner);
   }
 
-  void param(const json& e, const std::string& path, const Context& ctx) {
-    check_keys(e, path, kParamKeys, "a parameter");
+  void param(const json& item, const std::string& path, const Context& ctx) {
+    check_keys(item, path, kParamKeys, "a parameter");
     InventoryParam p;
     const std::string np = member(path, "name");
-    p.spec.name = substitute(get_string(e.at("name"), np), ctx.vars, np);
+    p.spec.name = substitute(get_string(item.at("name"), np), ctx.vars, np);
     if (p.spec.name.empty()) fail(np, "must not be empty");
-    shape(e, path, p.spec.shape);
-    dtype_and_marks(e, path, p.spec);
+    shape(item, path, p.spec.shape);
+    dtype_and_marks(item, path, p.spec);
     std::optional<int> placed = ctx.place;
-    if (e.contains("place")) {
+    if (item.contains("place")) {
       Context here = ctx;
-      place(e, path, here);
+      place(item, path, here);
       placed = here.place;
     }
     if (!placed) {
@@ -371,17 +376,17 @@ class Expander {
     }
     p.layer = *placed;
     p.expert = ctx.expert;
-    if (e.contains("expert")) {
+    if (item.contains("expert")) {
       const std::string xp = member(path, "expert");
       need_experts(xp);
       if (ctx.expert >= 0) fail(xp, "not allowed inside for_each_expert");
-      p.expert = static_cast<int>(get_int(e.at("expert"), xp, 0, out_.num_experts - 1));
+      p.expert = static_cast<int>(get_int(item.at("expert"), xp, 0, out_.num_experts - 1));
     }
     p.spec.is_expert = p.expert >= 0;
     p.tp_split = default_tp_split(p.spec.name);
-    if (e.contains("tp_split")) {
+    if (item.contains("tp_split")) {
       const std::string tp = member(path, "tp_split");
-      const std::string& text = get_string(e.at("tp_split"), tp);
+      const std::string& text = get_string(item.at("tp_split"), tp);
       const auto split = parse_tp_split(text);
       if (!split) {
         fail(tp, "unknown split " + in_quotes(text) + " (known: none, column, row, vocab)");
@@ -394,10 +399,10 @@ class Expander {
     add(std::move(p), np);
   }
 
-  void shape(const json& e, const std::string& path, std::vector<int64_t>& out) const {
+  void shape(const json& item, const std::string& path, std::vector<int64_t>& out) const {
     const std::string sp = member(path, "shape");
-    if (!e.contains("shape")) fail(path, "missing key \"shape\"");
-    const json& s = expect(e.at("shape"), sp, json::value_t::array, "an array");
+    if (!item.contains("shape")) fail(path, "missing key \"shape\"");
+    const json& s = expect(item.at("shape"), sp, json::value_t::array, "an array");
     if (s.empty() || s.size() > 8) fail(sp, "expected 1 to 8 dimensions");
     int64_t numel = 1;
     for (size_t i = 0; i < s.size(); ++i) {
@@ -407,36 +412,37 @@ class Expander {
     }
   }
 
-  void dtype_and_marks(const json& e, const std::string& path, model::ParamSpec& s) const {
-    s.keep_in_fp32 = get_bool(e, path, "keep_in_fp32", false);
-    s.dtype = dtype_;
-    if (e.contains("dtype")) {
-      s.dtype = get_dtype(e.at("dtype"), member(path, "dtype"));
-      if (s.keep_in_fp32 && s.dtype != model::DType::kFloat32) {
+  void dtype_and_marks(const json& item, const std::string& path, model::ParamSpec& spec) const {
+    spec.keep_in_fp32 = get_bool(item, path, "keep_in_fp32", false);
+    spec.dtype = dtype_;
+    if (item.contains("dtype")) {
+      spec.dtype = get_dtype(item.at("dtype"), member(path, "dtype"));
+      if (spec.keep_in_fp32 && spec.dtype != model::DType::kFloat32) {
         fail(member(path, "dtype"), "keep_in_fp32 needs dtype fp32");
       }
     }
-    if (s.keep_in_fp32) s.dtype = model::DType::kFloat32;
-    s.shared_embedding = get_bool(e, path, "shared_embedding", false);
-    const std::string& n = s.name;
+    if (spec.keep_in_fp32) spec.dtype = model::DType::kFloat32;
+    spec.shared_embedding = get_bool(item, path, "shared_embedding", false);
+    const std::string& n = spec.name;
     const bool bias = n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
-    s.group = get_bool(e, path, "weight_decay", !(s.shape.size() == 1 || bias)) ? 0 : 1;
+    spec.group = get_bool(item, path, "weight_decay", !(spec.shape.size() == 1 || bias)) ? 0 : 1;
   }
 
-  void add(InventoryParam p, const std::string& path) {
-    const auto [it, fresh] = first_.emplace(p.spec.name, Origin{path, p.layer, p.expert});
+  void add(InventoryParam parameter, const std::string& path) {
+    const auto [it, fresh] =
+        first_.emplace(parameter.spec.name, Origin{path, parameter.layer, parameter.expert});
     if (!fresh) {
       const Origin& o = it->second;
       std::string where = o.path;
       if (o.layer >= 0) where += " (layer " + std::to_string(o.layer) + ")";
       if (o.expert >= 0) where += " (expert " + std::to_string(o.expert) + ")";
-      fail(path,
-           "duplicate parameter name " + in_quotes(p.spec.name) + " (first from " + where + ")");
+      fail(path, "duplicate parameter name " + in_quotes(parameter.spec.name) + " (first from " +
+                     where + ")");
     }
     if (static_cast<int64_t>(out_.params.size()) >= kMaxFileParams) {
       fail(path, "more than " + std::to_string(kMaxFileParams) + " parameters");
     }
-    out_.params.push_back(std::move(p));
+    out_.params.push_back(std::move(parameter));
   }
 
   const json& root_;
@@ -475,8 +481,8 @@ json parse_json(std::string_view text) {
 }
 
 // nlohmann's message without its "[json.exception...] parse error at line L, column C: " prefix.
-std::string syntax_message(const json::parse_error& e) {
-  std::string what = e.what();
+std::string syntax_message(const json::parse_error& error) {
+  std::string what = error.what();
   const size_t at = what.find("syntax error");
   return at == std::string::npos ? what : what.substr(at);
 }

@@ -37,7 +37,8 @@ struct TransformerConfig {
 struct Builder {
   std::vector<InventoryParam> out;
   int64_t scale;
-  int64_t s(int64_t d) const { return std::max<int64_t>(1, d / scale); }
+  // `dim` scaled down: divided by `scale`, never below 1.
+  int64_t s(int64_t dim) const { return std::max<int64_t>(1, dim / scale); }
   void add(const std::string& name, std::vector<int64_t> shape, DType dtype, int layer,
            bool keep_fp32 = false, int expert = -1, bool shared_embedding = false) {
     InventoryParam p;
@@ -55,76 +56,78 @@ struct Builder {
     out.push_back(std::move(p));
   }
   // The mHC parameters of one HyperConnectionModule.
-  void hyper_connection(const std::string& prefix, const TransformerConfig& c, int layer) {
-    const int64_t n = c.streams, width = n * n + 2 * n;
-    add(prefix + ".mapping_proj.weight", {width, n * s(c.hidden)}, DType::kFloat32, layer, true);
+  void hyper_connection(const std::string& prefix, const TransformerConfig& config, int layer) {
+    const int64_t n = config.streams, width = n * n + 2 * n, h = s(config.hidden);
+    add(prefix + ".mapping_proj.weight", {width, n * h}, DType::kFloat32, layer, true);
     add(prefix + ".alpha_pre", {1}, DType::kFloat32, layer, true);
     add(prefix + ".alpha_post", {1}, DType::kFloat32, layer, true);
     add(prefix + ".alpha_res", {1}, DType::kFloat32, layer, true);
     add(prefix + ".bias", {width}, DType::kFloat32, layer, true);
   }
-  void hc_head(const std::string& prefix, const TransformerConfig& c, int layer) {
-    const int64_t n = c.streams;
-    add(prefix + ".hc_head_fn", {n, n * s(c.hidden)}, DType::kFloat32, layer, true);
+  void hc_head(const std::string& prefix, const TransformerConfig& config, int layer) {
+    const int64_t n = config.streams;
+    add(prefix + ".hc_head_fn", {n, n * s(config.hidden)}, DType::kFloat32, layer, true);
     add(prefix + ".hc_head_base", {n}, DType::kFloat32, layer, true);
     add(prefix + ".hc_head_scale", {1}, DType::kFloat32, layer, true);
   }
-  void layer(const std::string& prefix, const TransformerConfig& c, int layer, DType dt) {
-    const int64_t h = s(c.hidden);
+  void layer(const std::string& prefix, const TransformerConfig& config, int layer, DType dt) {
+    const int64_t h = s(config.hidden), heads_width = s(config.heads * config.head_dim);
     add(prefix + ".input_layernorm.weight", {h}, dt, layer);
     const std::string a = prefix + ".self_attention";
-    if (c.mla) {
-      add(a + ".linear_q_down_proj.weight", {s(c.q_lora), h}, dt, layer);
-      add(a + ".linear_q_up_proj.weight", {s(c.heads * c.head_dim), s(c.q_lora)}, dt, layer);
-      add(a + ".linear_kv_down_proj.weight", {s(c.kv_lora + c.rope_dim), h}, dt, layer);
-      add(a + ".linear_kv_up_proj.weight", {s(c.heads * c.head_dim), s(c.kv_lora)}, dt, layer);
+    if (config.mla) {
+      add(a + ".linear_q_down_proj.weight", {s(config.q_lora), h}, dt, layer);
+      add(a + ".linear_q_up_proj.weight", {heads_width, s(config.q_lora)}, dt, layer);
+      add(a + ".linear_kv_down_proj.weight", {s(config.kv_lora + config.rope_dim), h}, dt, layer);
+      add(a + ".linear_kv_up_proj.weight", {heads_width, s(config.kv_lora)}, dt, layer);
     } else {
-      add(a + ".linear_qkv.weight", {3 * s(c.heads * c.head_dim), h}, dt, layer);
+      add(a + ".linear_qkv.weight", {3 * heads_width, h}, dt, layer);
     }
-    add(a + ".linear_proj.weight", {h, s(c.heads * c.head_dim)}, dt, layer);
-    if (c.csa) {
-      const int64_t coff = c.compress_ratio == 4 ? 2 : 1;
-      add(a + ".compressor.ape", {c.compress_ratio, coff * s(c.head_dim)}, dt, layer, true);
-      add(a + ".attn_sink", {c.heads}, dt, layer, true);
+    add(a + ".linear_proj.weight", {h, heads_width}, dt, layer);
+    if (config.csa) {
+      const int64_t ratio = config.compress_ratio, coff = ratio == 4 ? 2 : 1;
+      add(a + ".compressor.ape", {ratio, coff * s(config.head_dim)}, dt, layer, true);
+      add(a + ".attn_sink", {config.heads}, dt, layer, true);
     }
-    if (c.mhc) {
-      hyper_connection(prefix + ".attn_hc", c, layer);
-      hyper_connection(prefix + ".mlp_hc", c, layer);
+    if (config.mhc) {
+      hyper_connection(prefix + ".attn_hc", config, layer);
+      hyper_connection(prefix + ".mlp_hc", config, layer);
     }
     add(prefix + ".pre_mlp_layernorm.weight", {h}, dt, layer);
     const std::string m = prefix + ".mlp";
-    if (c.experts > 0) {
-      add(m + ".router.weight", {c.experts, h}, dt, layer);
-      for (int e = 0; e < c.experts; ++e) {
+    if (config.experts > 0) {
+      add(m + ".router.weight", {config.experts, h}, dt, layer);
+      for (int e = 0; e < config.experts; ++e) {
         const std::string x = m + ".experts.local_experts." + std::to_string(e);
-        add(x + ".linear_fc1.weight", {2 * s(c.moe_ffn), h}, dt, layer, false, e);
-        add(x + ".linear_fc2.weight", {h, s(c.moe_ffn)}, dt, layer, false, e);
+        add(x + ".linear_fc1.weight", {2 * s(config.moe_ffn), h}, dt, layer, false, e);
+        add(x + ".linear_fc2.weight", {h, s(config.moe_ffn)}, dt, layer, false, e);
       }
-      add(m + ".shared_experts.linear_fc1.weight", {2 * s(c.moe_ffn), h}, dt, layer);
-      add(m + ".shared_experts.linear_fc2.weight", {h, s(c.moe_ffn)}, dt, layer);
+      add(m + ".shared_experts.linear_fc1.weight", {2 * s(config.moe_ffn), h}, dt, layer);
+      add(m + ".shared_experts.linear_fc2.weight", {h, s(config.moe_ffn)}, dt, layer);
     } else {
-      add(m + ".linear_fc1.weight", {2 * s(c.ffn), h}, dt, layer);
-      add(m + ".linear_fc2.weight", {h, s(c.ffn)}, dt, layer);
+      add(m + ".linear_fc1.weight", {2 * s(config.ffn), h}, dt, layer);
+      add(m + ".linear_fc2.weight", {h, s(config.ffn)}, dt, layer);
     }
   }
 };
 
-std::vector<InventoryParam> transformer(const TransformerConfig& c, int64_t scale) {
+std::vector<InventoryParam> transformer(const TransformerConfig& config, int64_t scale) {
   Builder b{{}, scale};
   const DType dt = DType::kBFloat16;
-  const int64_t h = b.s(c.hidden);
-  b.add("embedding.word_embeddings.weight", {b.s(c.vocab), h}, dt, -1);
-  for (int l = 0; l < c.layers; ++l) b.layer("decoder.layers." + std::to_string(l), c, l, dt);
+  const int64_t h = b.s(config.hidden);
+  b.add("embedding.word_embeddings.weight", {b.s(config.vocab), h}, dt, -1);
+  for (int l = 0; l < config.layers; ++l) {
+    b.layer("decoder.layers." + std::to_string(l), config, l, dt);
+  }
   b.add("decoder.final_layernorm.weight", {h}, dt, -2);
-  if (c.mhc) b.hc_head("decoder", c, -2);
-  if (c.mtp) {
+  if (config.mhc) b.hc_head("decoder", config, -2);
+  if (config.mtp) {
     b.add("mtp.layers.0.enorm.weight", {h}, dt, -3);
     b.add("mtp.layers.0.hnorm.weight", {h}, dt, -3);
     b.add("mtp.layers.0.eh_proj.weight", {h, 2 * h}, dt, -3);
-    b.layer("mtp.layers.0.transformer_layer", c, -3, dt);
-    if (c.mhc) b.hc_head("mtp.layers.0", c, -3);
+    b.layer("mtp.layers.0.transformer_layer", config, -3, dt);
+    if (config.mhc) b.hc_head("mtp.layers.0", config, -3);
   }
-  b.add("output_layer.weight", {b.s(c.vocab), h}, dt, -2);
+  b.add("output_layer.weight", {b.s(config.vocab), h}, dt, -2);
   return b.out;
 }
 
@@ -293,151 +296,195 @@ std::variant<std::vector<std::string>, std::string> parse_pipeline_layout(
   return stages;
 }
 
-std::variant<PipelinePlan, std::string> pipeline_plan(const WorldSizes& w, int num_layers,
-                                                      bool mtp) {
+namespace {
+
+// The stages of `world`'s pipeline layout, their count checked against the pipeline size; or
+// why not.
+std::variant<std::vector<std::string>, std::string> layout_stages(const WorldSizes& world) {
   std::ostringstream err;
-  const int pp = w.pp, vpp = w.vpp;
-  PipelinePlan plan;
-  plan.layers.assign(pp, std::vector<std::pair<int, int>>(vpp));
-  plan.mtp_stage = pp - 1;
-  plan.mtp_chunk = vpp - 1;
-  const bool uneven = w.first_stage_layers > 0 || w.last_stage_layers > 0;
-  if (!w.pipeline_layout.empty()) {
-    // transformer_config.py lines 2400-2416: a layout excludes the uneven split.
-    if (uneven) {
-      return std::string("a pipeline layout cannot be combined with first/last stage layer "
-                         "counts (Megatron: pipeline_model_parallel_layout cannot be set with "
-                         "other pipeline layout arguments)");
-    }
-    auto parsed = parse_pipeline_layout(w.pipeline_layout);
-    if (auto* why = std::get_if<std::string>(&parsed)) return "pipeline layout: " + *why;
-    const auto& stages = std::get<std::vector<std::string>>(parsed);
-    // pipeline_parallel_layer_layout.py lines 40-45: the stage count sets VPP; a VPP given as
-    // well must agree (transformer_config.py lines 2437-2443).
-    if (stages.size() % pp != 0) {
-      err << "pipeline layout has " << stages.size() << " stages, not divisible by pp=" << pp;
-      return err.str();
-    }
-    if (static_cast<int>(stages.size()) != pp * vpp) {
-      err << "pipeline layout has " << stages.size() << " stages, which makes vpp="
-          << stages.size() / pp << ", not vpp=" << vpp;
-      return err.str();
-    }
-    // validate_layer_layout (lines 85-150), over the layers in layer-id order: stage i of the
-    // list is virtual chunk i / pp of pipeline rank i % pp.
-    std::string flat;
-    for (const auto& st : stages) flat += st;
-    auto count = [&](char ch) { return std::count(flat.begin(), flat.end(), ch); };
-    if (flat.empty() || flat.front() != 'E') {
-      return std::string("pipeline layout: the first layer must be the embedding E");
-    }
-    if (flat.back() != 'L') {
-      return std::string("pipeline layout: the last layer must be the loss L");
-    }
-    if (count('E') != 1) return std::string("pipeline layout: E must appear exactly once");
-    if (count('L') != 1) return std::string("pipeline layout: L must appear exactly once");
-    if (count('t') != num_layers) {
-      err << "pipeline layout: " << count('t') << " decoder layers (t), but the model has "
-          << num_layers;
-      return err.str();
-    }
-    if (mtp != (count('m') > 0)) {
-      return std::string(mtp ? "pipeline layout: the model has MTP layers, the layout no m"
-                             : "pipeline layout: m, but the model has no MTP layers");
-    }
-    if (count('m') > 0 && flat.find('t', flat.find('m')) != std::string::npos) {
-      return std::string("pipeline layout: decoder layers must be placed before MTP layers");
-    }
-    int first = 0, mtp_chunks = 0;
-    for (size_t i = 0; i < stages.size(); ++i) {
-      const int stage = static_cast<int>(i) % pp, v = static_cast<int>(i) / pp;
-      const int n = static_cast<int>(std::count(stages[i].begin(), stages[i].end(), 't'));
-      plan.layers[stage][v] = {first, first + n};  // get_layer_offset, lines 177-197
-      first += n;
-      if (stages[i].find('m') != std::string::npos) {
-        if (v != vpp - 1) {
-          return std::string("pipeline layout: MTP must be in the last virtual stage of its "
-                             "pipeline rank");
-        }
-        plan.mtp_stage = stage;
-        plan.mtp_chunk = v;
-        ++mtp_chunks;
-      }
-    }
-    if (mtp_chunks > 1) {
-      return std::string("pipeline layout: all MTP layers must be in one virtual stage");
-    }
-    // Where this simulator places the pre- and post-process parameters.
-    if (stages.front().find('E') == std::string::npos) {
-      return std::string("pipeline layout: this simulator needs E in the first stage");
-    }
-    if (stages.back().find('L') == std::string::npos) {
-      return std::string("pipeline layout: this simulator needs L in the last stage");
-    }
-    return plan;
+  const int pp = world.pp, vpp = world.vpp;
+  auto parsed = parse_pipeline_layout(world.pipeline_layout);
+  if (auto* why = std::get_if<std::string>(&parsed)) return "pipeline layout: " + *why;
+  const auto& stages = std::get<std::vector<std::string>>(parsed);
+  // pipeline_parallel_layer_layout.py lines 40-45: the stage count sets VPP; a VPP given as
+  // well must agree (transformer_config.py lines 2437-2443).
+  if (stages.size() % pp != 0) {
+    err << "pipeline layout has " << stages.size() << " stages, not divisible by pp=" << pp;
+    return err.str();
   }
-  if (uneven) {
-    // transformer_config.py lines 2452-2527 (validation), transformer_layer.py lines 81-179
-    // (offsets), transformer_block.py lines 115-158 (counts).
-    if (pp < 2) return std::string("first/last stage layer counts need a pipeline size above 1");
-    const int f = w.first_stage_layers, l = w.last_stage_layers;
-    int middle = num_layers, middle_stages = pp;
-    if (f > 0) {
-      if (f % vpp != 0) {
-        err << "number of layers at first stage: " << f
-            << " must be divisible by virtual pipeline parallel degree " << vpp;
-        return err.str();
+  if (static_cast<int>(stages.size()) != pp * vpp) {
+    err << "pipeline layout has " << stages.size() << " stages, which makes vpp="
+        << stages.size() / pp << ", not vpp=" << vpp;
+    return err.str();
+  }
+  return parsed;
+}
+
+// Checks the layers of a layout's `stages` as validate_layer_layout does (lines 85-150), over
+// the layers in layer-id order: E first and once, L last and once, `num_layers` decoder layers,
+// and MTP layers when the model has them (`mtp`), after every decoder layer.
+std::optional<std::string> check_layout_layers(const std::vector<std::string>& stages,
+                                               int num_layers, bool mtp) {
+  std::ostringstream err;
+  std::string flat;
+  for (const auto& st : stages) flat += st;
+  auto count = [&](char ch) { return std::count(flat.begin(), flat.end(), ch); };
+  if (flat.empty() || flat.front() != 'E') {
+    return std::string("pipeline layout: the first layer must be the embedding E");
+  }
+  if (flat.back() != 'L') {
+    return std::string("pipeline layout: the last layer must be the loss L");
+  }
+  if (count('E') != 1) return std::string("pipeline layout: E must appear exactly once");
+  if (count('L') != 1) return std::string("pipeline layout: L must appear exactly once");
+  if (count('t') != num_layers) {
+    err << "pipeline layout: " << count('t') << " decoder layers (t), but the model has "
+        << num_layers;
+    return err.str();
+  }
+  if (mtp != (count('m') > 0)) {
+    return std::string(mtp ? "pipeline layout: the model has MTP layers, the layout no m"
+                           : "pipeline layout: m, but the model has no MTP layers");
+  }
+  if (count('m') > 0 && flat.find('t', flat.find('m')) != std::string::npos) {
+    return std::string("pipeline layout: decoder layers must be placed before MTP layers");
+  }
+  return std::nullopt;
+}
+
+// Gives each (stage, virtual chunk) of `plan` the decoder layers of its layout stage (stage i
+// of the list is virtual chunk i / pp of pipeline rank i % pp) and places MTP where the layout
+// puts m; or why the layout places MTP where Megatron cannot.
+std::optional<std::string> assign_layout_layers(const std::vector<std::string>& stages, int pp,
+                                                int vpp, PipelinePlan& plan) {
+  int first = 0, mtp_chunks = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const int stage = static_cast<int>(i) % pp, v = static_cast<int>(i) / pp;
+    const int n = static_cast<int>(std::count(stages[i].begin(), stages[i].end(), 't'));
+    plan.layers[stage][v] = {first, first + n};  // get_layer_offset, lines 177-197
+    first += n;
+    if (stages[i].find('m') != std::string::npos) {
+      if (v != vpp - 1) {
+        return std::string("pipeline layout: MTP must be in the last virtual stage of its "
+                           "pipeline rank");
       }
-      middle -= f;
-      --middle_stages;
+      plan.mtp_stage = stage;
+      plan.mtp_chunk = v;
+      ++mtp_chunks;
     }
-    if (l > 0) {
-      if (l % vpp != 0) {
-        err << "number of layers at last stage: " << l
-            << " must be divisible by virtual pipeline parallel degree " << vpp;
-        return err.str();
-      }
-      middle -= l;
-      --middle_stages;
-    }
-    if (middle < 0) {
-      err << "first and last stage layers (" << f + l << ") exceed the " << num_layers
-          << " decoder layers";
-      return err.str();
-    }
-    if ((middle != 0) != (middle_stages != 0)) {
-      err << "Mismatch: " << middle << " middle layers remaining but " << middle_stages
-          << " middle PP stages available";
-      return err.str();
-    }
-    if (middle_stages > 0 && middle % middle_stages != 0) {
-      err << "number of layers at middle stage: " << middle
-          << " must be divisible by the middle pipeline model parallel size " << middle_stages;
-      return err.str();
-    }
-    if (middle_stages > 0 && (middle / middle_stages) % vpp != 0) {
-      err << "number of layers on each middle pipeline rank: " << middle / middle_stages
+  }
+  if (mtp_chunks > 1) {
+    return std::string("pipeline layout: all MTP layers must be in one virtual stage");
+  }
+  return std::nullopt;
+}
+
+// Fills `plan` from `world`'s pipeline layout; or why the layout is impossible.
+std::optional<std::string> layout_plan(const WorldSizes& world, int num_layers, bool mtp,
+                                       PipelinePlan& plan) {
+  auto parsed = layout_stages(world);
+  if (auto* why = std::get_if<std::string>(&parsed)) return *why;
+  const auto& stages = std::get<std::vector<std::string>>(parsed);
+  if (auto why = check_layout_layers(stages, num_layers, mtp)) return why;
+  if (auto why = assign_layout_layers(stages, world.pp, world.vpp, plan)) return why;
+  // Where this simulator places the pre- and post-process parameters.
+  if (stages.front().find('E') == std::string::npos) {
+    return std::string("pipeline layout: this simulator needs E in the first stage");
+  }
+  if (stages.back().find('L') == std::string::npos) {
+    return std::string("pipeline layout: this simulator needs L in the last stage");
+  }
+  return std::nullopt;
+}
+
+// The decoder layers between the first and the last stage of an uneven split, and the stages
+// that hold them.
+struct MiddleStages {
+  int layers = 0;
+  int stages = 0;
+};
+
+// The middle of `world`'s uneven split of `num_layers` decoder layers, checked as Megatron
+// does (transformer_config.py lines 2452-2527); or the error it raises.
+std::variant<MiddleStages, std::string> uneven_middle(const WorldSizes& world, int num_layers) {
+  std::ostringstream err;
+  const int pp = world.pp, vpp = world.vpp;
+  if (pp < 2) return std::string("first/last stage layer counts need a pipeline size above 1");
+  const int first = world.first_stage_layers, last = world.last_stage_layers;
+  int middle = num_layers, middle_stages = pp;
+  if (first > 0) {
+    if (first % vpp != 0) {
+      err << "number of layers at first stage: " << first
           << " must be divisible by virtual pipeline parallel degree " << vpp;
       return err.str();
     }
-    const int f_chunk = f / vpp, l_chunk = l / vpp, mid_chunk = middle / vpp;
-    const int total = f_chunk + mid_chunk + l_chunk;
-    const int per_middle_rank_chunk = middle_stages > 0 ? mid_chunk / middle_stages : 0;
-    for (int stage = 0; stage < pp; ++stage) {
-      int n = per_middle_rank_chunk;
-      if (stage == 0 && f > 0) n = f_chunk;
-      if (stage == pp - 1 && l > 0) n = l_chunk;
-      const int middle_rank = f > 0 ? stage - 1 : stage;
-      for (int v = 0; v < vpp; ++v) {
-        const int offset =
-            stage == 0 ? v * total : v * total + f_chunk + middle_rank * per_middle_rank_chunk;
-        plan.layers[stage][v] = {offset, offset + n};
-      }
-    }
-    return plan;
+    middle -= first;
+    --middle_stages;
   }
-  // The even split: transformer_block.py lines 168-171 and 186-190 (the assertions Megatron
-  // raises), offsets as in transformer_layer.py lines 191-211.
+  if (last > 0) {
+    if (last % vpp != 0) {
+      err << "number of layers at last stage: " << last
+          << " must be divisible by virtual pipeline parallel degree " << vpp;
+      return err.str();
+    }
+    middle -= last;
+    --middle_stages;
+  }
+  if (middle < 0) {
+    err << "first and last stage layers (" << first + last << ") exceed the " << num_layers
+        << " decoder layers";
+    return err.str();
+  }
+  if ((middle != 0) != (middle_stages != 0)) {
+    err << "Mismatch: " << middle << " middle layers remaining but " << middle_stages
+        << " middle PP stages available";
+    return err.str();
+  }
+  if (middle_stages > 0 && middle % middle_stages != 0) {
+    err << "number of layers at middle stage: " << middle
+        << " must be divisible by the middle pipeline model parallel size " << middle_stages;
+    return err.str();
+  }
+  if (middle_stages > 0 && (middle / middle_stages) % vpp != 0) {
+    err << "number of layers on each middle pipeline rank: " << middle / middle_stages
+        << " must be divisible by virtual pipeline parallel degree " << vpp;
+    return err.str();
+  }
+  return MiddleStages{middle, middle_stages};
+}
+
+// Fills `plan` from `world`'s uneven split (first/last stage layer counts): offsets as in
+// transformer_layer.py lines 81-179, counts as in transformer_block.py lines 115-158; or the
+// error Megatron raises.
+std::optional<std::string> uneven_plan(const WorldSizes& world, int num_layers,
+                                       PipelinePlan& plan) {
+  auto checked = uneven_middle(world, num_layers);
+  if (auto* why = std::get_if<std::string>(&checked)) return *why;
+  const MiddleStages middle = std::get<MiddleStages>(checked);
+  const int pp = world.pp, vpp = world.vpp;
+  const int first = world.first_stage_layers, last = world.last_stage_layers;
+  const int f_chunk = first / vpp, l_chunk = last / vpp, mid_chunk = middle.layers / vpp;
+  const int total = f_chunk + mid_chunk + l_chunk;
+  const int per_middle_rank_chunk = middle.stages > 0 ? mid_chunk / middle.stages : 0;
+  for (int stage = 0; stage < pp; ++stage) {
+    int n = per_middle_rank_chunk;
+    if (stage == 0 && first > 0) n = f_chunk;
+    if (stage == pp - 1 && last > 0) n = l_chunk;
+    const int middle_rank = first > 0 ? stage - 1 : stage;
+    for (int v = 0; v < vpp; ++v) {
+      const int offset =
+          stage == 0 ? v * total : v * total + f_chunk + middle_rank * per_middle_rank_chunk;
+      plan.layers[stage][v] = {offset, offset + n};
+    }
+  }
+  return std::nullopt;
+}
+
+// Fills `plan` from the even split: transformer_block.py lines 168-171 and 186-190 (the
+// assertions Megatron raises), offsets as in transformer_layer.py lines 191-211.
+std::optional<std::string> even_plan(const WorldSizes& world, int num_layers, PipelinePlan& plan) {
+  std::ostringstream err;
+  const int pp = world.pp, vpp = world.vpp;
   if (num_layers % pp != 0) {
     err << "num_layers=" << num_layers
         << " should be divisible by config.pipeline_model_parallel_size=" << pp
@@ -457,6 +504,33 @@ std::variant<PipelinePlan, std::string> pipeline_plan(const WorldSizes& w, int n
       plan.layers[stage][v] = {offset, offset + per_chunk};
     }
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<PipelinePlan, std::string> pipeline_plan(const WorldSizes& w, int num_layers,
+                                                      bool mtp) {
+  PipelinePlan plan;
+  plan.layers.assign(w.pp, std::vector<std::pair<int, int>>(w.vpp));
+  plan.mtp_stage = w.pp - 1;
+  plan.mtp_chunk = w.vpp - 1;
+  const bool uneven = w.first_stage_layers > 0 || w.last_stage_layers > 0;
+  std::optional<std::string> why;
+  if (!w.pipeline_layout.empty()) {
+    // transformer_config.py lines 2400-2416: a layout excludes the uneven split.
+    if (uneven) {
+      return std::string("a pipeline layout cannot be combined with first/last stage layer "
+                         "counts (Megatron: pipeline_model_parallel_layout cannot be set with "
+                         "other pipeline layout arguments)");
+    }
+    why = layout_plan(w, num_layers, mtp, plan);
+  } else if (uneven) {
+    why = uneven_plan(w, num_layers, plan);
+  } else {
+    why = even_plan(w, num_layers, plan);
+  }
+  if (why) return *why;
   return plan;
 }
 

@@ -127,21 +127,25 @@ std::string SvgWriter::finish(double width, double height) {
 
 namespace {
 
-bool name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ':' ||
-         c == '.';
+bool name_char(char ch) {
+  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == ':' ||
+         ch == '.';
 }
 
-// Checks the entity references of `s` (text or an attribute value).
-std::optional<std::string> check_entities(std::string_view s, size_t base) {
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '<') return "'<' inside text or a value at offset " + std::to_string(base + i);
-    if (s[i] != '&') continue;
-    const size_t semi = s.find(';', i);
+// " at offset N", the end of most of check_xml's messages.
+std::string at_offset(size_t offset) { return " at offset " + std::to_string(offset); }
+
+// Checks the entity references of `text` (text or an attribute value) that starts at offset
+// `base`.
+std::optional<std::string> check_entities(std::string_view text, size_t base) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '<') return "'<' inside text or a value at offset " + std::to_string(base + i);
+    if (text[i] != '&') continue;
+    const size_t semi = text.find(';', i);
     if (semi == std::string_view::npos) {
       return "unterminated entity at offset " + std::to_string(base + i);
     }
-    const std::string_view ent = s.substr(i + 1, semi - i - 1);
+    const std::string_view ent = text.substr(i + 1, semi - i - 1);
     const bool known = ent == "amp" || ent == "lt" || ent == "gt" || ent == "quot" ||
                        ent == "apos" || (ent.size() > 1 && ent[0] == '#');
     if (!known) return "unknown entity &" + std::string(ent) + "; at offset " +
@@ -151,94 +155,142 @@ std::optional<std::string> check_entities(std::string_view s, size_t base) {
   return std::nullopt;
 }
 
+// Checks the text from `pos` to the next '<' (only blanks outside the root element, while no
+// element is open in `stack`); moves `pos` past it.
+std::optional<std::string> check_text(std::string_view xml, size_t& pos,
+                                      const std::vector<std::string>& stack) {
+  const size_t next = xml.find('<', pos);
+  const std::string_view text = xml.substr(pos, next == std::string_view::npos ? xml.size() - pos
+                                                                                : next - pos);
+  if (stack.empty() && text.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+    return "text outside the root element" + at_offset(pos);
+  }
+  if (auto why = check_entities(text, pos)) return why;
+  pos += text.size();
+  return std::nullopt;
+}
+
+// Skips the comment, <?...?> declaration or <!...> declaration that starts at `pos`, if one
+// does: sets `skipped` and moves `pos` past it; an error when it is unterminated.
+std::optional<std::string> skip_markup(std::string_view xml, size_t& pos, bool& skipped) {
+  skipped = true;
+  if (xml.substr(pos, 4) == "<!--") {
+    const size_t end = xml.find("-->", pos + 4);
+    if (end == std::string_view::npos) return "unterminated comment" + at_offset(pos);
+    pos = end + 3;
+    return std::nullopt;
+  }
+  if (xml.substr(pos, 2) == "<?") {
+    const size_t end = xml.find("?>", pos + 2);
+    if (end == std::string_view::npos) return "unterminated declaration" + at_offset(pos);
+    pos = end + 2;
+    return std::nullopt;
+  }
+  if (xml.substr(pos, 2) == "<!") {  // <!DOCTYPE ...>
+    const size_t end = xml.find('>', pos);
+    if (end == std::string_view::npos) return "unterminated declaration" + at_offset(pos);
+    pos = end + 1;
+    return std::nullopt;
+  }
+  skipped = false;
+  return std::nullopt;
+}
+
+// Checks the rest of the closing tag </name that starts at `start`, from `pos` (after the name)
+// to its '>', against the innermost open element in `stack`, and closes that; leaves `pos` at
+// the '>'.
+std::optional<std::string> close_tag(std::string_view xml, size_t start, size_t& pos,
+                                     const std::string& name, std::vector<std::string>& stack) {
+  while (pos < xml.size() && std::isspace(static_cast<unsigned char>(xml[pos]))) ++pos;
+  if (pos >= xml.size() || xml[pos] != '>') {
+    return "malformed closing tag </" + name + at_offset(start);
+  }
+  if (stack.empty() || stack.back() != name) {
+    return "closing tag </" + name + "> does not match " +
+           (stack.empty() ? std::string("any open element") : "<" + stack.back() + ">") +
+           at_offset(start);
+  }
+  stack.pop_back();
+  return std::nullopt;
+}
+
+// Checks one attribute name="value" of element <tag> at `pos`, its name not among `seen` (which
+// gets it); moves `pos` past the value.
+std::optional<std::string> check_attribute(std::string_view xml, size_t& pos,
+                                           const std::string& tag, std::vector<std::string>& seen) {
+  const size_t name_start = pos;
+  while (pos < xml.size() && name_char(xml[pos])) ++pos;
+  const std::string attr(xml.substr(name_start, pos - name_start));
+  if (attr.empty()) return "bad character in tag <" + tag + at_offset(pos);
+  for (const auto& s : seen) {
+    if (s == attr) {
+      return "attribute " + attr + " repeated in <" + tag + ">" + at_offset(name_start);
+    }
+  }
+  seen.push_back(attr);
+  if (pos >= xml.size() || xml[pos] != '=') {
+    return "attribute " + attr + " without a value" + at_offset(pos);
+  }
+  ++pos;
+  if (pos >= xml.size() || (xml[pos] != '"' && xml[pos] != '\'')) {
+    return "unquoted value of " + attr + at_offset(pos);
+  }
+  const char quote = xml[pos];
+  const size_t end = xml.find(quote, pos + 1);
+  if (end == std::string_view::npos) return "unterminated value of " + attr + at_offset(pos);
+  if (auto why = check_entities(xml.substr(pos + 1, end - pos - 1), pos + 1)) return why;
+  pos = end + 1;
+  return std::nullopt;
+}
+
+// Checks the attributes of the start tag <tag that starts at `start`, from `pos` (after the
+// name) to the tag's end; leaves `pos` at its '>' and sets `self_closing` when it ends in "/>".
+std::optional<std::string> check_attributes(std::string_view xml, size_t start, size_t& pos,
+                                            const std::string& tag, bool& self_closing) {
+  std::vector<std::string> seen;
+  self_closing = false;
+  for (;;) {
+    while (pos < xml.size() && std::isspace(static_cast<unsigned char>(xml[pos]))) ++pos;
+    if (pos >= xml.size()) return "unterminated tag <" + tag + at_offset(start);
+    if (xml[pos] == '>') return std::nullopt;
+    if (xml.substr(pos, 2) == "/>") {
+      self_closing = true;
+      ++pos;
+      return std::nullopt;
+    }
+    if (auto why = check_attribute(xml, pos, tag, seen)) return why;
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> check_xml(std::string_view xml) {
   std::vector<std::string> stack;
   int roots = 0;
   size_t i = 0;
-  const auto at = [](size_t k) { return " at offset " + std::to_string(k); };
   while (i < xml.size()) {
     if (xml[i] != '<') {
-      const size_t next = xml.find('<', i);
-      const std::string_view text = xml.substr(i, next == std::string_view::npos ? xml.size() - i
-                                                                                  : next - i);
-      if (stack.empty() && text.find_first_not_of(" \t\r\n") != std::string_view::npos) {
-        return "text outside the root element" + at(i);
-      }
-      if (auto why = check_entities(text, i)) return why;
-      i += text.size();
+      if (auto why = check_text(xml, i, stack)) return why;
       continue;
     }
-    if (xml.substr(i, 4) == "<!--") {
-      const size_t end = xml.find("-->", i + 4);
-      if (end == std::string_view::npos) return "unterminated comment" + at(i);
-      i = end + 3;
-      continue;
-    }
-    if (xml.substr(i, 2) == "<?") {
-      const size_t end = xml.find("?>", i + 2);
-      if (end == std::string_view::npos) return "unterminated declaration" + at(i);
-      i = end + 2;
-      continue;
-    }
-    if (xml.substr(i, 2) == "<!") {  // <!DOCTYPE ...>
-      const size_t end = xml.find('>', i);
-      if (end == std::string_view::npos) return "unterminated declaration" + at(i);
-      i = end + 1;
-      continue;
-    }
+    bool skipped = false;
+    if (auto why = skip_markup(xml, i, skipped)) return why;
+    if (skipped) continue;
     const bool closing = xml.substr(i, 2) == "</";
     size_t k = i + (closing ? 2 : 1);
     const size_t name_start = k;
     while (k < xml.size() && name_char(xml[k])) ++k;
     const std::string name(xml.substr(name_start, k - name_start));
-    if (name.empty()) return "a tag without a name" + at(i);
+    if (name.empty()) return "a tag without a name" + at_offset(i);
     if (closing) {
-      while (k < xml.size() && std::isspace(static_cast<unsigned char>(xml[k]))) ++k;
-      if (k >= xml.size() || xml[k] != '>') return "malformed closing tag </" + name + at(i);
-      if (stack.empty() || stack.back() != name) {
-        return "closing tag </" + name + "> does not match " +
-               (stack.empty() ? std::string("any open element") : "<" + stack.back() + ">") +
-               at(i);
-      }
-      stack.pop_back();
+      if (auto why = close_tag(xml, i, k, name, stack)) return why;
       i = k + 1;
       continue;
     }
-    // Attributes.
-    std::vector<std::string> seen;
     bool self_closing = false;
-    for (;;) {
-      while (k < xml.size() && std::isspace(static_cast<unsigned char>(xml[k]))) ++k;
-      if (k >= xml.size()) return "unterminated tag <" + name + at(i);
-      if (xml[k] == '>') break;
-      if (xml.substr(k, 2) == "/>") {
-        self_closing = true;
-        ++k;
-        break;
-      }
-      const size_t an = k;
-      while (k < xml.size() && name_char(xml[k])) ++k;
-      const std::string attr(xml.substr(an, k - an));
-      if (attr.empty()) return "bad character in tag <" + name + at(k);
-      for (const auto& s : seen) {
-        if (s == attr) return "attribute " + attr + " repeated in <" + name + ">" + at(an);
-      }
-      seen.push_back(attr);
-      if (k >= xml.size() || xml[k] != '=') return "attribute " + attr + " without a value" + at(k);
-      ++k;
-      if (k >= xml.size() || (xml[k] != '"' && xml[k] != '\'')) {
-        return "unquoted value of " + attr + at(k);
-      }
-      const char q = xml[k];
-      const size_t end = xml.find(q, k + 1);
-      if (end == std::string_view::npos) return "unterminated value of " + attr + at(k);
-      if (auto why = check_entities(xml.substr(k + 1, end - k - 1), k + 1)) return why;
-      k = end + 1;
-    }
+    if (auto why = check_attributes(xml, i, k, name, self_closing)) return why;
     if (stack.empty()) {
-      if (++roots > 1) return "a second root element <" + name + ">" + at(i);
+      if (++roots > 1) return "a second root element <" + name + ">" + at_offset(i);
     }
     if (!self_closing) stack.push_back(name);
     i = k + 1;
