@@ -34,8 +34,8 @@ void BM_HdoStep(benchmark::State& state) {
   const bool bf16 = state.range(2) != 0;
   const int64_t impl = state.range(3);
   auto behaviour = impl == 0   ? sc::sut::fully_patched()
-                   : impl == 1 ? *sc::sut::behaviour_by_name("hdo-fused-host-adamw")
-                               : *sc::sut::behaviour_by_name("hdo-pipelined");
+                   : impl == 1 ? *sc::sut::behaviour_by_name("patched+fused-host-adamw")
+                               : *sc::sut::behaviour_by_name("patched+pipelined");
   if (impl == 2) behaviour.pipeline_chunk = kPipelineChunk;
   const bool cuda = torch::cuda::is_available();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);

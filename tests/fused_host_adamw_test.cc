@@ -271,7 +271,7 @@ int64_t steps_equal_the_fully_patched_variant(const sut::Behaviour& variant) {
 }
 
 TEST(FusedHostAdamW, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
-  const auto fused = sut::behaviour_by_name("hdo-fused-host-adamw");
+  const auto fused = sut::behaviour_by_name("patched+fused-host-adamw");
   ASSERT_TRUE(fused.has_value());
   ASSERT_TRUE(fused->fused_host_adamw);
   const int64_t before = engines::FusedHostAdamW::fused_steps_taken();
@@ -283,7 +283,7 @@ TEST(FusedHostAdamW, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
 // The pipelined offload, in chunks of 4096 elements (the 70001- and 100003-element tensors
 // split into 18 and 25 chunks, the staging buffers reused many times per step) and of 1000.
 TEST(PipelinedOffload, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
-  const auto pipelined = sut::behaviour_by_name("hdo-pipelined");
+  const auto pipelined = sut::behaviour_by_name("patched+pipelined");
   ASSERT_TRUE(pipelined.has_value());
   ASSERT_EQ(pipelined->pipeline_chunk, 4096);
   // Every step of every configuration takes the pipelined path.
