@@ -1,10 +1,10 @@
 // Regression: finding F3 (FINDINGS.md), found 2026-11-29 by
-// HybridOptimizerState.CommandSequencesMatchTheReference with SC_VARIANT=hdo-fused-step,
-// RC_PARAMS="seed=1"; shrunk: two bf16 params, not precision-aware, offload 1, commands Step,
-// ReloadModelParams, Step. Cause: with a hybrid optimizer, reload_model_params only calls
-// update_fp32_param_by_new_param, which refreshes fp32 copies of 16-bit params and nothing else.
-// The CLI's configuration (precision-aware) shown here: fp32 weights loaded after construction
-// are overwritten by the stale host copy at the next step.
+// HybridOptimizerState.CommandSequencesMatchTheReference with SC_VARIANT=hdo-fused-step
+// (pr6982+F1+F2), RC_PARAMS="seed=1"; shrunk: two bf16 params, not precision-aware, offload 1,
+// commands Step, ReloadModelParams, Step. Cause: with a hybrid optimizer, reload_model_params only
+// calls update_fp32_param_by_new_param, which refreshes fp32 copies of 16-bit params and nothing
+// else. The CLI's configuration (precision-aware) shown here: fp32 weights loaded after
+// construction are overwritten by the stale host copy at the next step.
 #include <gtest/gtest.h>
 
 #include "sim/rig/rank_rig.h"
@@ -36,12 +36,12 @@ float weight_after_load_reload_step(const char* variant) {
   return loaded.model_piece(0, 0)[0];
 }
 
-TEST(HdoReloadHostCopies, HdoFusedStepRevertsLoadedFp32Weights) {
-  EXPECT_NE(weight_after_load_reload_step("hdo-fused-step"), 0.75f);
+TEST(F3HdoReloadHostCopies, WithoutItsFixLoadedFp32WeightsRevert) {
+  EXPECT_NE(weight_after_load_reload_step("pr6982+F1+F2"), 0.75f);
 }
 
-TEST(HdoReloadHostCopies, TheProposedFixKeepsThem) {
-  EXPECT_EQ(weight_after_load_reload_step("hdo-reload"), 0.75f);
+TEST(F3HdoReloadHostCopies, TheProposedFixKeepsThem) {
+  EXPECT_EQ(weight_after_load_reload_step("pr6982+F1+F2+F3"), 0.75f);
 }
 
 }  // namespace

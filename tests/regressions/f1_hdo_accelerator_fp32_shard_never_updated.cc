@@ -26,7 +26,7 @@ model::StepInputs one_step() {
   return in;
 }
 
-TEST(HdoAcceleratorFp32Shard, Pr6982NeverUpdatesIt) {
+TEST(F1HdoAcceleratorFp32Shard, Pr6982NeverUpdatesIt) {
   RankRig rig(minimal_case(), model::Instance::kDense, 0, *sut::behaviour_by_name("pr6982"),
               torch::Device(torch::kCPU), 1);
   ASSERT_FALSE(rig.construction().error);
@@ -40,8 +40,8 @@ TEST(HdoAcceleratorFp32Shard, Pr6982NeverUpdatesIt) {
   EXPECT_EQ(s.step, 3);           // while the group's step count moves on
 }
 
-TEST(HdoAcceleratorFp32Shard, TheProposedFixUpdatesIt) {
-  RankRig rig(minimal_case(), model::Instance::kDense, 0, *sut::behaviour_by_name("hdo-accel-grad"),
+TEST(F1HdoAcceleratorFp32Shard, TheProposedFixUpdatesIt) {
+  RankRig rig(minimal_case(), model::Instance::kDense, 0, *sut::behaviour_by_name("pr6982+F1"),
               torch::Device(torch::kCPU), 1);
   ASSERT_FALSE(rig.construction().error);
   const float before = rig.model_piece(0, 0)[0];

@@ -1,8 +1,8 @@
 // Regression: finding F2 (FINDINGS.md), found 2026-11-29 by
-// HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption with SC_VARIANT=hdo-accel-grad,
-// RC_PARAMS="seed=1"; shrunk case: one 1-element fp32 parameter, offload fraction 0, save after
-// step 1 of 3. Cause: FusedAdam's step count lives in its group, which load_state_dict's rebuild
-// of the sub-optimizers starts afresh.
+// HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption with SC_VARIANT=hdo-accel-grad
+// (pr6982+F1), RC_PARAMS="seed=1"; shrunk case: one 1-element fp32 parameter, offload fraction 0,
+// save after step 1 of 3. Cause: FusedAdam's step count lives in its group, which load_state_dict's
+// rebuild of the sub-optimizers starts afresh.
 #include <gtest/gtest.h>
 
 #include "sim/rig/rank_rig.h"
@@ -40,14 +40,14 @@ std::pair<float, float> resume_after_first_step(const char* variant) {
   return {z.model_piece(0, 0)[0], a.model_piece(0, 0)[0]};
 }
 
-TEST(HdoResumeFusedStep, HdoAccelGradResumesWithTheStepCountReset) {
-  const auto [resumed, uninterrupted] = resume_after_first_step("hdo-accel-grad");
+TEST(F2HdoResumeFusedStep, WithoutItsFixTheResumeResetsTheStepCount) {
+  const auto [resumed, uninterrupted] = resume_after_first_step("pr6982+F1");
   EXPECT_NE(resumed, uninterrupted);
   EXPECT_GT(std::fabs(resumed - uninterrupted), 1e-4f);  // a tenth of lr or more, not rounding
 }
 
-TEST(HdoResumeFusedStep, TheProposedFixResumesExactly) {
-  const auto [resumed, uninterrupted] = resume_after_first_step("hdo-fused-step");
+TEST(F2HdoResumeFusedStep, TheProposedFixResumesExactly) {
+  const auto [resumed, uninterrupted] = resume_after_first_step("pr6982+F1+F2");
   EXPECT_EQ(resumed, uninterrupted);
 }
 

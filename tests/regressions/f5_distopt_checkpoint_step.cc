@@ -1,12 +1,12 @@
 // Regression: finding F5 (FINDINGS.md), found 2026-11-29 by
-// DistributedCheckpoint.ResumeEqualsNoInterruption with SC_VARIANT=hdo-load-alias. Shrunk cases:
-// one 1-element parameter, dp 1, resumed after the first step (after the second at fraction 0,
-// where the loading rank's dummy step happens to give the right count after one). With torch's AdamW as the
-// optimizer (no Transformer Engine) a fresh DistributedOptimizer's state_dict() asserts one step
-// among no state; once that passes, the "fully_sharded_model_space" loader drops `step` and then
-// looks up every live state tensor, `step` included (KeyError). A non-precision-aware hybrid
-// optimizer hits the KeyError through its host AdamW; at offload fraction 0 it has none, saves
-// no step, and its FusedAdam restarts at step 1.
+// DistributedCheckpoint.ResumeEqualsNoInterruption with SC_VARIANT=hdo-load-alias
+// (pr6982+F1+F2+F3+F4). Shrunk cases: one 1-element parameter, dp 1, resumed after the first step
+// (after the second at fraction 0, where the loading rank's dummy step happens to give the right
+// count after one). With torch's AdamW as the optimizer (no Transformer Engine) a fresh
+// DistributedOptimizer's state_dict() asserts one step among no state; once that passes, the
+// "fully_sharded_model_space" loader drops `step` and then looks up every live state tensor, `step`
+// included (KeyError). A non-precision-aware hybrid optimizer hits the KeyError through its host
+// AdamW; at offload fraction 0 it has none, saves no step, and its FusedAdam restarts at step 1.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,26 +64,26 @@ model::CaseSpec hybrid_case(double fraction) {
   return c;
 }
 
-TEST(DistOptCheckpointStep, TorchAdamWCannotStartLoadingIntoAFreshOptimizer) {
-  const Resume r = resume_after(1, torch_adamw_case(), "hdo-load-alias");
+TEST(F5DistOptCheckpointStep, TorchAdamWCannotStartLoadingIntoAFreshOptimizer) {
+  const Resume r = resume_after(1, torch_adamw_case(), "pr6982+F1+F2+F3+F4");
   EXPECT_EQ(r.error, "AssertionError: len(steps) == 1");
 }
 
-TEST(DistOptCheckpointStep, HostAdamWStepIsLookedUpAfterTheLoaderDroppedIt) {
-  const Resume r = resume_after(1, hybrid_case(1.0), "hdo-load-alias");
+TEST(F5DistOptCheckpointStep, HostAdamWStepIsLookedUpAfterTheLoaderDroppedIt) {
+  const Resume r = resume_after(1, hybrid_case(1.0), "pr6982+F1+F2+F3+F4");
   EXPECT_EQ(r.error, "KeyError: 'step'");
 }
 
-TEST(DistOptCheckpointStep, WithoutAHostAdamWTheFusedStepRestarts) {
-  const Resume r = resume_after(2, hybrid_case(0.0), "hdo-load-alias");
+TEST(F5DistOptCheckpointStep, WithoutAHostAdamWTheFusedStepRestarts) {
+  const Resume r = resume_after(2, hybrid_case(0.0), "pr6982+F1+F2+F3+F4");
   ASSERT_EQ(r.error, "");
   EXPECT_GT(std::fabs(r.resumed - r.uninterrupted), 1e-5f);  // bias correction of step 2, not 3
 }
 
-TEST(DistOptCheckpointStep, TheProposedFixResumesExactly) {
+TEST(F5DistOptCheckpointStep, TheProposedFixResumesExactly) {
   for (int before : {1, 2}) {
     for (const model::CaseSpec& c : {torch_adamw_case(), hybrid_case(1.0), hybrid_case(0.0)}) {
-      const Resume r = resume_after(before, c, "distopt-load-step");
+      const Resume r = resume_after(before, c, "pr6982+F1+F2+F3+F4+F5");
       ASSERT_EQ(r.error, "");
       EXPECT_EQ(r.resumed, r.uninterrupted);
     }

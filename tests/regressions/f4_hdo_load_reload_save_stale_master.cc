@@ -1,9 +1,10 @@
 // Regression: finding F4 (FINDINGS.md), found 2026-11-29 by
-// HybridOptimizerState.CommandSequencesMatchTheReference with SC_VARIANT=hdo-reload (CI seed
-// 16026475347000257090, max_success=1000); shrunk: bf16 params, precision-aware, offload 1,
-// commands Step, SaveState, Rebuild+LoadState, ReloadModelParams, SaveState, Rebuild+LoadState,
-// Step. Cause: after load_state_dict, hdo.state's master_param is the loaded tensor rather than
-// the fp32 copy, so a reload before the next step is not what the next save writes.
+// HybridOptimizerState.CommandSequencesMatchTheReference with SC_VARIANT=hdo-reload, now
+// pr6982+F1+F2+F3 (CI seed 16026475347000257090, max_success=1000); shrunk: bf16 params, precision-
+// aware, offload 1, commands Step, SaveState, Rebuild+LoadState, ReloadModelParams, SaveState,
+// Rebuild+LoadState, Step. Cause: after load_state_dict, hdo.state's master_param is the loaded
+// tensor rather than the fp32 copy, so a reload before the next step is not what the next save
+// writes.
 #include <gtest/gtest.h>
 
 #include "model/rounding.h"
@@ -39,13 +40,13 @@ float master_after_load_reload_save_load(const char* variant) {
   return z2.optimizer_piece(0, 0)[0];  // the fp32 master z2 resumes from
 }
 
-TEST(HdoLoadReloadSave, HdoReloadSavesTheStaleLoadedMaster) {
-  const float master = master_after_load_reload_save_load("hdo-reload");
+TEST(F4HdoLoadReloadSave, WithoutItsFixTheSaveWritesTheStaleLoadedMaster) {
+  const float master = master_after_load_reload_save_load("pr6982+F1+F2+F3");
   EXPECT_NE(master, model::round_to_bf16(master));  // not the reloaded (bf16) value
 }
 
-TEST(HdoLoadReloadSave, TheProposedFixSavesTheReloadedMaster) {
-  const float master = master_after_load_reload_save_load("hdo-load-alias");
+TEST(F4HdoLoadReloadSave, TheProposedFixSavesTheReloadedMaster) {
+  const float master = master_after_load_reload_save_load("pr6982+F1+F2+F3+F4");
   EXPECT_EQ(master, model::round_to_bf16(master));
 }
 

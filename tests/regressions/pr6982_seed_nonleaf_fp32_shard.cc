@@ -23,7 +23,7 @@ model::CaseSpec seed_minimal_case() {
   return c;
 }
 
-TEST(SeedNonLeafFp32Shard, LibTorchRejectsANonDetachedSliceAndAcceptsADetachedOne) {
+TEST(Pr6982SeedNonLeafFp32Shard, LibTorchRejectsANonDetachedSliceAndAcceptsADetachedOne) {
   torch::Tensor p = torch::zeros({4}).requires_grad_(true);
   torch::Tensor shard = p.view(-1).slice(0, 0, 2);
   EXPECT_TRUE(shard.requires_grad());
@@ -39,7 +39,7 @@ TEST(SeedNonLeafFp32Shard, LibTorchRejectsANonDetachedSliceAndAcceptsADetachedOn
   EXPECT_TRUE(fixed.is_alias_of(p));
 }
 
-TEST(SeedNonLeafFp32Shard, UpstreamFailsWithTheExactMessage) {
+TEST(Pr6982SeedNonLeafFp32Shard, UpstreamFailsWithTheExactMessage) {
   const RankObservation obs =
       run_rank(seed_minimal_case(), model::Instance::kDense, 0, sut::upstream(), kCpu, 1);
   ASSERT_TRUE(obs.error);
@@ -48,7 +48,7 @@ TEST(SeedNonLeafFp32Shard, UpstreamFailsWithTheExactMessage) {
   EXPECT_EQ(obs.failing_param, 0);
 }
 
-TEST(SeedNonLeafFp32Shard, UpstreamWithoutTheRebuildConstructsButHandsOverANonLeaf) {
+TEST(Pr6982SeedNonLeafFp32Shard, UpstreamWithoutTheRebuildConstructsButHandsOverANonLeaf) {
   model::CaseSpec c = seed_minimal_case();
   c.cpu_offload = false;  // plain AdamW: groups are assigned, never validated
   const RankObservation obs = run_rank(c, model::Instance::kDense, 0, sut::upstream(), kCpu, 1);
@@ -58,7 +58,7 @@ TEST(SeedNonLeafFp32Shard, UpstreamWithoutTheRebuildConstructsButHandsOverANonLe
   EXPECT_TRUE(obs.groups[0][0].has_grad_fn);
 }
 
-TEST(SeedNonLeafFp32Shard, Pr6982ConstructsAndTheShardStillAliasesAtTheRightOffset) {
+TEST(Pr6982SeedNonLeafFp32Shard, Pr6982ConstructsAndTheShardStillAliasesAtTheRightOffset) {
   model::CaseSpec c = seed_minimal_case();
   c.params[0].shape = {200};
   c.dp = 2;  // bucket [0, 256): rank 1 owns elements [128, 200) of the parameter
