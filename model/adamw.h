@@ -44,14 +44,14 @@ struct AdamWState64 {
   int64_t step = 0;
 };
 
-// One LibTorch-order step of `p` with gradient `g` (same size); increments state.step.
-void adamw_step_torch(std::vector<float>& p, const std::vector<float>& g, AdamWState32& state,
-                      const AdamWHyper& h, FmaMode fma);
+// One LibTorch-order step of `param` with gradient `grad` (same size); increments state.step.
+void adamw_step_torch(std::vector<float>& param, const std::vector<float>& grad,
+                      AdamWState32& state, const AdamWHyper& hyper, FmaMode fma);
 // One FusedAdam-order step with bias corrections for step `group_step` (the group's count).
-void adamw_step_fused(std::vector<float>& p, const std::vector<float>& g, AdamWState32& state,
-                      const AdamWHyper& h, int64_t group_step);
+void adamw_step_fused(std::vector<float>& param, const std::vector<float>& grad,
+                      AdamWState32& state, const AdamWHyper& hyper, int64_t group_step);
 // One fp64 step (the oracle); increments state.step.
-void adamw_step_fp64(std::vector<double>& p, const std::vector<double>& g, AdamWState64& state,
-                     const AdamWHyper& h);
+void adamw_step_fp64(std::vector<double>& param, const std::vector<double>& grad,
+                     AdamWState64& state, const AdamWHyper& hyper);
 
 }  // namespace sc::model

@@ -2,8 +2,8 @@
 
 namespace sc::model {
 
-int64_t element_size(DType d) {
-  switch (d) {
+int64_t element_size(DType dtype) {
+  switch (dtype) {
     case DType::kFloat32:
       return 4;
     case DType::kBFloat16:
@@ -15,8 +15,8 @@ int64_t element_size(DType d) {
   return 0;
 }
 
-std::string dtype_name(DType d) {
-  switch (d) {
+std::string dtype_name(DType dtype) {
+  switch (dtype) {
     case DType::kFloat32:
       return "fp32";
     case DType::kBFloat16:

@@ -15,13 +15,15 @@ namespace sc::model {
 // A tensor element type.
 enum class DType { kFloat32, kBFloat16, kFloat16, kFloat64 };
 
-// Bytes per element of `d`.
-int64_t element_size(DType d);
+// Bytes per element of `dtype`.
+int64_t element_size(DType dtype);
 // Short lower-case name: "fp32", "bf16", "fp16", "fp64".
-std::string dtype_name(DType d);
+std::string dtype_name(DType dtype);
 // Inverse of dtype_name; also accepts "float32", "bfloat16", "float16", "float64".
 std::optional<DType> parse_dtype(std::string_view name);
 // True for the 16-bit float types (Megatron's float16 branch: HalfTensor or BFloat16Tensor).
-inline bool is_float16(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
+inline bool is_float16(DType dtype) {
+  return dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+}
 
 }  // namespace sc::model

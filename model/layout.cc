@@ -19,18 +19,18 @@ int64_t bucket_end_divisor(int64_t dp, bool high_busbw) {
   return high_busbw ? std::lcm(d, kHighBusbwFactor) : d;
 }
 
-std::vector<BufferParams> group_params_for_buffers(const CaseSpec& c) {
+std::vector<BufferParams> group_params_for_buffers(const CaseSpec& spec) {
   std::vector<int> chunks;
-  for (const ParamSpec& p : c.params) chunks.push_back(p.chunk);
+  for (const ParamSpec& p : spec.params) chunks.push_back(p.chunk);
   std::sort(chunks.begin(), chunks.end());
   chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
   std::vector<BufferParams> buffers;
   for (int chunk : chunks) {
     const size_t first = buffers.size();
-    for (int i = 0; i < static_cast<int>(c.params.size()); ++i) {
-      const ParamSpec& p = c.params[i];
+    for (int i = 0; i < static_cast<int>(spec.params.size()); ++i) {
+      const ParamSpec& p = spec.params[i];
       if (p.chunk != chunk) continue;
-      BufferKey key{p.dtype, c.grad_reduce_in_fp32 ? DType::kFloat32 : p.dtype, p.is_expert};
+      BufferKey key{p.dtype, spec.grad_reduce_in_fp32 ? DType::kFloat32 : p.dtype, p.is_expert};
       auto it = buffers.begin() + first;
       while (it != buffers.end() && !(it->key == key)) ++it;
       if (it == buffers.end()) {
@@ -92,18 +92,18 @@ BufferLayout walk(const CaseSpec& c, const BufferParams& buffer, int64_t dp, boo
 
 }  // namespace
 
-BufferLayout distopt_buffer_layout(const CaseSpec& c, const BufferParams& buffer, int64_t dp) {
-  return walk(c, buffer, dp, /*padded=*/true);
+BufferLayout distopt_buffer_layout(const CaseSpec& spec, const BufferParams& buffer, int64_t dp) {
+  return walk(spec, buffer, dp, /*padded=*/true);
 }
 
-BufferLayout default_buffer_layout(const CaseSpec& c, const BufferParams& buffer) {
-  return walk(c, buffer, /*dp=*/1, /*padded=*/false);
+BufferLayout default_buffer_layout(const CaseSpec& spec, const BufferParams& buffer) {
+  return walk(spec, buffer, /*dp=*/1, /*padded=*/false);
 }
 
-std::vector<BufferLayout> full_param_layout(const CaseSpec& c) {
+std::vector<BufferLayout> full_param_layout(const CaseSpec& spec) {
   std::vector<BufferLayout> out;
-  for (const BufferParams& b : group_params_for_buffers(c)) {
-    out.push_back(distopt_buffer_layout(c, b, b.key.is_expert ? c.expert_dp : c.dp));
+  for (const BufferParams& b : group_params_for_buffers(spec)) {
+    out.push_back(distopt_buffer_layout(spec, b, b.key.is_expert ? spec.expert_dp : spec.dp));
   }
   return out;
 }

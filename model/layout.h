@@ -52,7 +52,7 @@ struct BufferParams {
 
 // `group_params_for_buffers` per model chunk: chunks ascending (the distributed optimizer chains
 // the chunks' buffers in that order), and within a chunk the order of first appearance of a key.
-std::vector<BufferParams> group_params_for_buffers(const CaseSpec& c);
+std::vector<BufferParams> group_params_for_buffers(const CaseSpec& spec);
 
 // Where one parameter sits in its buffer.
 struct ParamPlacement {
@@ -73,11 +73,11 @@ struct BufferLayout {
   int64_t numel() const { return buckets.empty() ? 0 : buckets.back().end; }
 };
 
-// `_compute_per_buffer_param_layout` over `buffer`'s parameters of `c`, sharded over `dp`.
-BufferLayout distopt_buffer_layout(const CaseSpec& c, const BufferParams& buffer, int64_t dp);
+// `_compute_per_buffer_param_layout` over `buffer`'s parameters of `spec`, sharded over `dp`.
+BufferLayout distopt_buffer_layout(const CaseSpec& spec, const BufferParams& buffer, int64_t dp);
 // `_compute_default_per_buffer_param_layout`: reverse order, no padding, no embedding split.
-BufferLayout default_buffer_layout(const CaseSpec& c, const BufferParams& buffer);
-// `compute_full_param_layout`: every buffer of `c`, expert buffers sharded over expert_dp.
-std::vector<BufferLayout> full_param_layout(const CaseSpec& c);
+BufferLayout default_buffer_layout(const CaseSpec& spec, const BufferParams& buffer);
+// `compute_full_param_layout`: every buffer of `spec`, expert buffers sharded over expert_dp.
+std::vector<BufferLayout> full_param_layout(const CaseSpec& spec);
 
 }  // namespace sc::model

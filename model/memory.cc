@@ -2,19 +2,19 @@
 
 namespace sc::model {
 
-SideBytes& SideBytes::operator+=(const SideBytes& o) {
-  param_buffer += o.param_buffer;
-  grad_buffer += o.grad_buffer;
-  main_params += o.main_params;
-  grad_copies += o.grad_copies;
-  optimizer_state += o.optimizer_state;
+SideBytes& SideBytes::operator+=(const SideBytes& other) {
+  param_buffer += other.param_buffer;
+  grad_buffer += other.grad_buffer;
+  main_params += other.main_params;
+  grad_copies += other.grad_copies;
+  optimizer_state += other.optimizer_state;
   return *this;
 }
 
-RankBytes& RankBytes::operator+=(const RankBytes& o) {
-  accelerator += o.accelerator;
-  host += o.host;
-  host_pinned += o.host_pinned;
+RankBytes& RankBytes::operator+=(const RankBytes& other) {
+  accelerator += other.accelerator;
+  host += other.host;
+  host_pinned += other.host_pinned;
   return *this;
 }
 
@@ -64,7 +64,7 @@ void add_hybrid(const CaseSpec& c, const RankPlan& plan,
 
 }  // namespace
 
-RankBytes rank_bytes(const CaseSpec& c, const std::vector<BufferLayout>& layouts,
+RankBytes rank_bytes(const CaseSpec& spec, const std::vector<BufferLayout>& layouts,
                      const RankPlan& plan, bool accelerator_is_cuda) {
   RankBytes b;
   const bool expert = plan.instance == Instance::kExpert;
@@ -80,18 +80,18 @@ RankBytes rank_bytes(const CaseSpec& c, const std::vector<BufferLayout>& layouts
       const int64_t n = e.param_range.size();
       if (!e.aliases_model) b.accelerator.main_params += n * element_size(e.dtype);
       // Not precision-aware: `main_param.grad = main_grad.float()`, a copy of a 16-bit grad.
-      if (e.kind == ShardKind::kFp32MainCopy && !fp32_main_grad(c, e)) {
+      if (e.kind == ShardKind::kFp32MainCopy && !fp32_main_grad(spec, e)) {
         b.accelerator.grad_copies += n * 4;
       }
-      if (!c.cpu_offload) {
+      if (!spec.cpu_offload) {
         b.accelerator.optimizer_state += n * kMomentBytes;
-        if (c.precision_aware) b.accelerator.optimizer_state += n * master_state_bytes(c, e);
+        if (spec.precision_aware) b.accelerator.optimizer_state += n * master_state_bytes(spec, e);
       }
       ts.push_back(HdoTensor{n, e.dtype});
     }
     tensors.push_back(std::move(ts));
   }
-  if (c.cpu_offload) add_hybrid(c, plan, tensors, accelerator_is_cuda, b);
+  if (spec.cpu_offload) add_hybrid(spec, plan, tensors, accelerator_is_cuda, b);
   return b;
 }
 

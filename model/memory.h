@@ -28,7 +28,7 @@ struct SideBytes {
   int64_t at_construction() const { return param_buffer + grad_buffer + main_params; }
   // What it holds once the optimizer has stepped.
   int64_t after_step() const { return at_construction() + grad_copies + optimizer_state; }
-  SideBytes& operator+=(const SideBytes& o);
+  SideBytes& operator+=(const SideBytes& other);
 };
 
 // Bytes of one rank (of one optimizer instance, or summed over both).
@@ -44,13 +44,13 @@ struct RankBytes {
   // Host bytes in pinned memory once stepped (only with a CUDA accelerator): the hybrid
   // optimizer's host copies that are not replaced by an fp32 clone, and its host grads.
   int64_t host_pinned = 0;
-  RankBytes& operator+=(const RankBytes& o);
+  RankBytes& operator+=(const RankBytes& other);
 };
 
-// The bytes of `plan`'s rank: `layouts` = full_param_layout(c); the offload plan (with
+// The bytes of `plan`'s rank: `layouts` = full_param_layout(spec); the offload plan (with
 // param_update_in_fp32, as Megatron builds the hybrid optimizer) is computed from the plan when
-// c.cpu_offload. Host memory is pinned only when `accelerator_is_cuda`.
-RankBytes rank_bytes(const CaseSpec& c, const std::vector<BufferLayout>& layouts,
+// spec.cpu_offload. Host memory is pinned only when `accelerator_is_cuda`.
+RankBytes rank_bytes(const CaseSpec& spec, const std::vector<BufferLayout>& layouts,
                      const RankPlan& plan, bool accelerator_is_cuda = false);
 
 }  // namespace sc::model

@@ -4,19 +4,23 @@
 
 namespace sc::model {
 
-RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
+RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
                              const std::vector<std::vector<float>>& initial, FmaMode fma,
                              bool accelerator_is_cuda)
-    : case_(&c), plan_(&plan), fma_(fma), fused_master_(c.precision_aware && !c.cpu_offload) {
+    : case_(&spec),
+      plan_(&plan),
+      fma_(fma),
+      fused_master_(spec.precision_aware && !spec.cpu_offload) {
   std::vector<std::vector<HdoTensor>> tensors;
   for (const GroupPlan& g : plan.groups) {
     std::vector<HdoTensor> ts;
     for (const ShardEntry& e : g.installed) ts.push_back(HdoTensor{e.param_range.size(), e.dtype});
     tensors.push_back(std::move(ts));
   }
-  if (c.cpu_offload) {
-    offload_ = plan_offload(tensors, HdoConfig{c.offload_fraction, true, c.overlap_cpu_optimizer_d2h_h2d,
-                                                       accelerator_is_cuda});
+  if (spec.cpu_offload) {
+    offload_ =
+        plan_offload(tensors, HdoConfig{spec.offload_fraction, true,
+                                        spec.overlap_cpu_optimizer_d2h_h2d, accelerator_is_cuda});
   }
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     std::vector<UpdatePath> paths;
@@ -24,7 +28,7 @@ RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const ShardEntry& e = plan.groups[g].installed[i];
       const bool host =
-          !fused_master_ && (!c.cpu_offload || offload_.placements[g][i].offloaded);
+          !fused_master_ && (!spec.cpu_offload || offload_.placements[g][i].offloaded);
       paths.push_back(host ? UpdatePath::kTorchCpu : UpdatePath::kFusedAccelerator);
       const auto& full = initial.at(e.param);
       masters.emplace_back(full.begin() + e.param_range.start, full.begin() + e.param_range.end);
@@ -37,7 +41,7 @@ RankReference::RankReference(const CaseSpec& c, const RankPlan& plan,
         bf16 = bf16 || e.dtype == DType::kBFloat16;
       }
       if (fp16 && bf16) {
-        step_error_ = c.store_param_remainders
+        step_error_ = spec.store_param_remainders
                           ? "FusedAdam doesn't support a mix of FP16/BF16 weights + Store param "
                             "remainder."
                           : "FusedAdam does not support a mix of float16 and bfloat16 model "

@@ -35,12 +35,12 @@ struct StepInputs {
 // Which implementation steps a piece.
 enum class UpdatePath { kTorchCpu, kFusedAccelerator };
 
-// The reference of one rank of one instance (copyable; `c` and `plan` must outlive it).
+// The reference of one rank of one instance (copyable; `spec` and `plan` must outlive it).
 class RankReference {
  public:
   // `initial[p]` holds parameter p's initial values (representable in its dtype); `fma` is the
   // FMA mode of the LibTorch CPU kernels in use.
-  RankReference(const CaseSpec& c, const RankPlan& plan,
+  RankReference(const CaseSpec& spec, const RankPlan& plan,
                 const std::vector<std::vector<float>>& initial, FmaMode fma,
                 bool accelerator_is_cuda);
 

@@ -55,18 +55,18 @@ BufferRanges buffer_ranges(const BufferLayout& layout, int64_t rank) {
   return out;
 }
 
-int64_t instance_dp(const CaseSpec& c, Instance instance) {
-  return instance == Instance::kExpert ? c.expert_dp : c.dp;
+int64_t instance_dp(const CaseSpec& spec, Instance instance) {
+  return instance == Instance::kExpert ? spec.expert_dp : spec.dp;
 }
 
-bool instance_present(const CaseSpec& c, Instance instance) {
+bool instance_present(const CaseSpec& spec, Instance instance) {
   const bool expert = instance == Instance::kExpert;
-  return std::any_of(c.params.begin(), c.params.end(),
+  return std::any_of(spec.params.begin(), spec.params.end(),
                      [&](const ParamSpec& p) { return p.is_expert == expert; });
 }
 
-RankPlan plan_rank(const CaseSpec& c, const std::vector<BufferLayout>& layouts, Instance instance,
-                   int64_t rank) {
+RankPlan plan_rank(const CaseSpec& spec, const std::vector<BufferLayout>& layouts,
+                   Instance instance, int64_t rank) {
   const bool expert = instance == Instance::kExpert;
   RankPlan plan{instance, rank, {}, {}, {}, std::nullopt};
   for (const BufferLayout& l : layouts) {
@@ -74,7 +74,7 @@ RankPlan plan_rank(const CaseSpec& c, const std::vector<BufferLayout>& layouts, 
   }
   // The instance's param groups: the distinct group indices of its parameters, ascending.
   std::vector<int> group_ids;
-  for (const ParamSpec& p : c.params) {
+  for (const ParamSpec& p : spec.params) {
     if (p.is_expert == expert) group_ids.push_back(p.group);
   }
   std::sort(group_ids.begin(), group_ids.end());
@@ -87,7 +87,7 @@ RankPlan plan_rank(const CaseSpec& c, const std::vector<BufferLayout>& layouts, 
   for (const BufferRanges& br : plan.ranges) {
     for (const BucketRanges& bucket : br.buckets) {
       for (const ParamRanges& r : bucket.param_map) {
-        const ParamSpec& p = c.params[r.param];
+        const ParamSpec& p = spec.params[r.param];
         const size_t gpos = std::lower_bound(group_ids.begin(), group_ids.end(), p.group) -
                             group_ids.begin();
         if (p.dtype == DType::kFloat32) {
@@ -95,7 +95,7 @@ RankPlan plan_rank(const CaseSpec& c, const std::vector<BufferLayout>& layouts, 
                                           DType::kFloat32, true, true, r.param_range.start,
                                           false});
         } else if (is_float16(p.dtype)) {
-          if (c.precision_aware) {
+          if (spec.precision_aware) {
             half[gpos].push_back(ShardEntry{r.param, r.param_range, ShardKind::kFloat16View,
                                             p.dtype, true, true, r.param_range.start, false});
           } else {
@@ -120,22 +120,22 @@ RankPlan plan_rank(const CaseSpec& c, const std::vector<BufferLayout>& layouts, 
   return plan;
 }
 
-bool owns_fp32_piece(const CaseSpec& c, const RankPlan& plan) {
+bool owns_fp32_piece(const CaseSpec& spec, const RankPlan& plan) {
   for (const GroupPlan& g : plan.groups) {
     for (const ShardEntry& e : g.installed) {
-      if (c.params[e.param].dtype == DType::kFloat32 && !e.param_range.empty()) return true;
+      if (spec.params[e.param].dtype == DType::kFloat32 && !e.param_range.empty()) return true;
     }
   }
   return false;
 }
 
-std::vector<int64_t> upstream_failing_ranks(const CaseSpec& c,
+std::vector<int64_t> upstream_failing_ranks(const CaseSpec& spec,
                                             const std::vector<BufferLayout>& layouts,
                                             Instance instance) {
   std::vector<int64_t> out;
-  if (!c.cpu_offload || !instance_present(c, instance)) return out;
-  for (int64_t r = 0; r < instance_dp(c, instance); ++r) {
-    if (owns_fp32_piece(c, plan_rank(c, layouts, instance, r))) out.push_back(r);
+  if (!spec.cpu_offload || !instance_present(spec, instance)) return out;
+  for (int64_t r = 0; r < instance_dp(spec, instance); ++r) {
+    if (owns_fp32_piece(spec, plan_rank(spec, layouts, instance, r))) out.push_back(r);
   }
   return out;
 }

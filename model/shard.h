@@ -81,18 +81,18 @@ struct RankPlan {
   std::optional<std::string> type_error;     // a parameter of an unsupported dtype is owned
 };
 
-// DP size of `instance` in `c`.
-int64_t instance_dp(const CaseSpec& c, Instance instance);
-// True when `c` has at least one parameter in `instance`.
-bool instance_present(const CaseSpec& c, Instance instance);
-// The plan for `rank` of `instance`, given `layouts` = full_param_layout(c).
-RankPlan plan_rank(const CaseSpec& c, const std::vector<BufferLayout>& layouts, Instance instance,
-                   int64_t rank);
+// DP size of `instance` in `spec`.
+int64_t instance_dp(const CaseSpec& spec, Instance instance);
+// True when `spec` has at least one parameter in `instance`.
+bool instance_present(const CaseSpec& spec, Instance instance);
+// The plan for `rank` of `instance`, given `layouts` = full_param_layout(spec).
+RankPlan plan_rank(const CaseSpec& spec, const std::vector<BufferLayout>& layouts,
+                   Instance instance, int64_t rank);
 // True when the rank owns a non-empty piece of an fp32 parameter.
-bool owns_fp32_piece(const CaseSpec& c, const RankPlan& plan);
+bool owns_fp32_piece(const CaseSpec& spec, const RankPlan& plan);
 // The ranks of `instance` that upstream's HybridDeviceOptimizer rebuild rejects: those that own
-// a non-empty fp32 piece, when `c.cpu_offload`; empty otherwise.
-std::vector<int64_t> upstream_failing_ranks(const CaseSpec& c,
+// a non-empty fp32 piece, when `spec.cpu_offload`; empty otherwise.
+std::vector<int64_t> upstream_failing_ranks(const CaseSpec& spec,
                                             const std::vector<BufferLayout>& layouts,
                                             Instance instance);
 

@@ -11,9 +11,9 @@ int64_t ParamSpec::numel() const {
   return n;
 }
 
-std::optional<int64_t> chunk_bucket_size(const CaseSpec& c, int chunk) {
-  if (c.bucket_first_chunk_only && chunk > 0) return std::nullopt;
-  return c.bucket_size;
+std::optional<int64_t> chunk_bucket_size(const CaseSpec& spec, int chunk) {
+  if (spec.bucket_first_chunk_only && chunk > 0) return std::nullopt;
+  return spec.bucket_size;
 }
 
 int CaseSpec::num_groups() const {
@@ -22,18 +22,18 @@ int CaseSpec::num_groups() const {
   return n;
 }
 
-std::optional<std::string> validate(const CaseSpec& c) {
+std::optional<std::string> validate(const CaseSpec& spec) {
   std::ostringstream err;
-  if (c.dp < 1) {
-    err << "data-parallel size must be at least 1, got " << c.dp;
-  } else if (c.expert_dp < 1) {
-    err << "expert data-parallel size must be at least 1, got " << c.expert_dp;
-  } else if (c.bucket_size && *c.bucket_size < 1) {
-    err << "bucket size must be positive, got " << *c.bucket_size;
-  } else if (!(c.offload_fraction >= 0.0 && c.offload_fraction <= 1.0)) {
-    err << "offload fraction must lie in [0, 1], got " << c.offload_fraction;
+  if (spec.dp < 1) {
+    err << "data-parallel size must be at least 1, got " << spec.dp;
+  } else if (spec.expert_dp < 1) {
+    err << "expert data-parallel size must be at least 1, got " << spec.expert_dp;
+  } else if (spec.bucket_size && *spec.bucket_size < 1) {
+    err << "bucket size must be positive, got " << *spec.bucket_size;
+  } else if (!(spec.offload_fraction >= 0.0 && spec.offload_fraction <= 1.0)) {
+    err << "offload fraction must lie in [0, 1], got " << spec.offload_fraction;
   } else {
-    for (const auto& p : c.params) {
+    for (const auto& p : spec.params) {
       for (int64_t d : p.shape) {
         if (d < 0) err << "parameter '" << p.name << "' has a negative dimension " << d;
       }

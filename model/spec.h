@@ -55,11 +55,11 @@ struct CaseSpec {
   int num_groups() const;
 };
 
-// The bucket size of model chunk `chunk`'s buffers: c.bucket_size, or nullopt for a chunk after
-// the first when c.bucket_first_chunk_only.
-std::optional<int64_t> chunk_bucket_size(const CaseSpec& c, int chunk);
+// The bucket size of model chunk `chunk`'s buffers: spec.bucket_size, or nullopt for a chunk after
+// the first when spec.bucket_first_chunk_only.
+std::optional<int64_t> chunk_bucket_size(const CaseSpec& spec, int chunk);
 
-// Empty when `c` satisfies the invariants above, else a message naming the first violation.
-std::optional<std::string> validate(const CaseSpec& c);
+// Empty when `spec` satisfies the invariants above, else a message naming the first violation.
+std::optional<std::string> validate(const CaseSpec& spec);
 
 }  // namespace sc::model

@@ -52,29 +52,30 @@ int Program::enqueue(Op op) {
   return i;
 }
 
-int Program::record_event(int s) {
-  events_.push_back(frontier_.at(static_cast<size_t>(s)));
+int Program::record_event(int stream) {
+  events_.push_back(frontier_.at(static_cast<size_t>(stream)));
   return static_cast<int>(events_.size()) - 1;
 }
 
-void Program::wait_event(int s, int e) {
-  add_unique(frontier_.at(static_cast<size_t>(s)).ops, events_.at(static_cast<size_t>(e)).ops);
+void Program::wait_event(int stream, int event) {
+  add_unique(frontier_.at(static_cast<size_t>(stream)).ops,
+             events_.at(static_cast<size_t>(event)).ops);
 }
 
 void Program::wait_stream(int waiter, int waited) { wait_event(waiter, record_event(waited)); }
 
-void Program::synchronize_event(int e) {
-  add_unique(frontier_[kHost].ops, events_.at(static_cast<size_t>(e)).ops);
+void Program::synchronize_event(int event) {
+  add_unique(frontier_[kHost].ops, events_.at(static_cast<size_t>(event)).ops);
 }
 
 void Program::synchronize_all() {
   for (size_t s = 1; s < frontier_.size(); ++s) add_unique(frontier_[kHost].ops, frontier_[s].ops);
 }
 
-bool Program::happens_before(int a, int b) const {
-  if (a == b || a < 0 || b < 0) return false;
-  const std::vector<bool>& bb = before_.at(static_cast<size_t>(b));
-  return static_cast<size_t>(a) < bb.size() && bb[static_cast<size_t>(a)];
+bool Program::happens_before(int first, int second) const {
+  if (first == second || first < 0 || second < 0) return false;
+  const std::vector<bool>& bb = before_.at(static_cast<size_t>(second));
+  return static_cast<size_t>(first) < bb.size() && bb[static_cast<size_t>(first)];
 }
 
 std::vector<bool> Program::required_by_host() const {
@@ -117,16 +118,17 @@ std::vector<Race> Program::races() const {
   return out;
 }
 
-std::string describe(const Program& p, const Race& r) {
+std::string describe(const Program& program, const Race& race) {
   auto one = [&](int i) {
-    const Op& op = p.ops()[static_cast<size_t>(i)];
+    const Op& op = program.ops()[static_cast<size_t>(i)];
     std::ostringstream os;
-    os << "#" << i << " \"" << op.what << "\" on " << p.stream_name(op.stream);
+    os << "#" << i << " \"" << op.what << "\" on " << program.stream_name(op.stream);
     return os.str();
   };
   std::ostringstream os;
-  os << one(r.first) << " and " << one(r.second) << " both touch " << r.region.buffer << " ["
-     << r.region.begin << ", " << r.region.end << ") and neither happens before the other";
+  os << one(race.first) << " and " << one(race.second) << " both touch " << race.region.buffer
+     << " [" << race.region.begin << ", " << race.region.end
+     << ") and neither happens before the other";
   return os.str();
 }
 

@@ -24,8 +24,8 @@ struct Region {
   std::string buffer;
   int64_t begin = 0;
   int64_t end = 0;
-  bool overlaps(const Region& o) const {
-    return buffer == o.buffer && begin < o.end && o.begin < end;
+  bool overlaps(const Region& other) const {
+    return buffer == other.buffer && begin < other.end && other.begin < end;
   }
 };
 
@@ -58,23 +58,25 @@ class Program {
   Program();
   // A new stream named `name`; returns its index (the host is stream 0).
   int add_stream(const std::string& name);
-  const std::string& stream_name(int s) const { return stream_names_.at(static_cast<size_t>(s)); }
+  const std::string& stream_name(int stream) const {
+    return stream_names_.at(static_cast<size_t>(stream));
+  }
   // Enqueues `op` (on the host: runs it); returns its index.
   int enqueue(Op op);
-  // Records an event on stream `s`; returns its index.
-  int record_event(int s);
-  // Operations enqueued on `s` from now on run after event `e`.
-  void wait_event(int s, int e);
+  // Records an event on stream `stream`; returns its index.
+  int record_event(int stream);
+  // Operations enqueued on `stream` from now on run after event `event`.
+  void wait_event(int stream, int event);
   // wait_event(waiter, record_event(waited)).
   void wait_stream(int waiter, int waited);
-  // The host blocks until event `e` completes.
-  void synchronize_event(int e);
+  // The host blocks until event `event` completes.
+  void synchronize_event(int event);
   // The host blocks until everything enqueued so far completes.
   void synchronize_all();
 
   const std::vector<Op>& ops() const { return ops_; }
-  // True when operation a happens before operation b.
-  bool happens_before(int a, int b) const;
+  // True when operation `first` happens before operation `second`.
+  bool happens_before(int first, int second) const;
   // Every conflicting pair, first by `second` then by `first`.
   std::vector<Race> races() const;
   // The operations that must have run before the host goes on from its current point (the
@@ -97,7 +99,7 @@ class Program {
   std::vector<Frontier> events_;
 };
 
-// Human-readable description of a race of `p`.
-std::string describe(const Program& p, const Race& r);
+// Human-readable description of `race`, a race of `program`.
+std::string describe(const Program& program, const Race& race);
 
 }  // namespace sc::model::streams

@@ -288,23 +288,23 @@ bool same_command(const StateCommand& a, const StateCommand& b) {
 
 }  // namespace
 
-std::string to_json(const CaseFile& f) {
+std::string to_json(const CaseFile& file) {
   json steps = json::array();
-  for (const gen::StepDraw& d : f.inputs.schedule.steps) steps.push_back(step_json(d));
-  const json out{{"property", f.property},
-                 {"variant", f.variant},
-                 {"case", case_json(f.inputs.c)},
+  for (const gen::StepDraw& d : file.inputs.schedule.steps) steps.push_back(step_json(d));
+  const json out{{"property", file.property},
+                 {"variant", file.variant},
+                 {"case", case_json(file.inputs.c)},
                  {"schedule", steps},
-                 {"split", f.inputs.split},
-                 {"other_fraction", f.inputs.other_fraction},
-                 {"checkpoint_format", f.inputs.checkpoint_format},
-                 {"other_dp", f.inputs.other_dp}};
+                 {"split", file.inputs.split},
+                 {"other_fraction", file.inputs.other_fraction},
+                 {"checkpoint_format", file.inputs.checkpoint_format},
+                 {"other_dp", file.inputs.other_dp}};
   json full = out;
-  if (!f.inputs.map_location.empty()) full["map_location"] = f.inputs.map_location;
-  if (!f.inputs.commands.empty()) {
+  if (!file.inputs.map_location.empty()) full["map_location"] = file.inputs.map_location;
+  if (!file.inputs.commands.empty()) {
     json commands = json::array();
-    for (const StateCommand& k : f.inputs.commands) commands.push_back(command_json(k));
-    full["rank"] = f.inputs.rank;
+    for (const StateCommand& k : file.inputs.commands) commands.push_back(command_json(k));
+    full["rank"] = file.inputs.rank;
     full["commands"] = commands;
   }
   return full.dump(2) + "\n";
@@ -365,8 +365,8 @@ CaseFile parse_case_file(const std::string& text) {
   return f;
 }
 
-bool same_inputs(const CaseInputs& a, const CaseInputs& b) {
-  const model::CaseSpec &x = a.c, &y = b.c;
+bool same_inputs(const CaseInputs& first, const CaseInputs& second) {
+  const model::CaseSpec &x = first.c, &y = second.c;
   bool same = x.dp == y.dp && x.expert_dp == y.expert_dp && x.bucket_size == y.bucket_size &&
               x.pad_for_high_nccl_busbw == y.pad_for_high_nccl_busbw &&
               x.grad_reduce_in_fp32 == y.grad_reduce_in_fp32 &&
@@ -374,18 +374,18 @@ bool same_inputs(const CaseInputs& a, const CaseInputs& b) {
               x.store_param_remainders == y.store_param_remainders &&
               x.cpu_offload == y.cpu_offload && x.offload_fraction == y.offload_fraction &&
               x.overlap_cpu_optimizer_d2h_h2d == y.overlap_cpu_optimizer_d2h_h2d &&
-              x.params.size() == y.params.size() && a.split == b.split &&
-              a.other_fraction == b.other_fraction &&
-              a.checkpoint_format == b.checkpoint_format && a.other_dp == b.other_dp &&
-              a.map_location == b.map_location &&
-              a.schedule.steps.size() == b.schedule.steps.size() && a.rank == b.rank &&
-              a.commands.size() == b.commands.size();
+              x.params.size() == y.params.size() && first.split == second.split &&
+              first.other_fraction == second.other_fraction &&
+              first.checkpoint_format == second.checkpoint_format &&
+              first.other_dp == second.other_dp && first.map_location == second.map_location &&
+              first.schedule.steps.size() == second.schedule.steps.size() &&
+              first.rank == second.rank && first.commands.size() == second.commands.size();
   for (size_t i = 0; same && i < x.params.size(); ++i) same = same_param(x.params[i], y.params[i]);
-  for (size_t k = 0; same && k < a.schedule.steps.size(); ++k) {
-    same = same_step(a.schedule.steps[k], b.schedule.steps[k]);
+  for (size_t k = 0; same && k < first.schedule.steps.size(); ++k) {
+    same = same_step(first.schedule.steps[k], second.schedule.steps[k]);
   }
-  for (size_t k = 0; same && k < a.commands.size(); ++k) {
-    same = same_command(a.commands[k], b.commands[k]);
+  for (size_t k = 0; same && k < first.commands.size(); ++k) {
+    same = same_command(first.commands[k], second.commands[k]);
   }
   return same;
 }

@@ -69,10 +69,10 @@ struct CaseFileError : std::runtime_error {
 };
 
 // The case file as indented JSON text.
-std::string to_json(const CaseFile& f);
+std::string to_json(const CaseFile& file);
 // Parses JSON text written by to_json (or by hand); throws CaseFileError.
 CaseFile parse_case_file(const std::string& text);
 // True when the two cases are equal field by field (doubles compared exactly).
-bool same_inputs(const CaseInputs& a, const CaseInputs& b);
+bool same_inputs(const CaseInputs& first, const CaseInputs& second);
 
 }  // namespace sc::props

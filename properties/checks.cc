@@ -20,11 +20,11 @@ std::string where(const model::RankPlan& plan) {
 
 }  // namespace
 
-Violation check_ownership(const model::CaseSpec& c, const std::vector<model::BufferLayout>& ls) {
+Violation check_ownership(const model::CaseSpec& spec, const std::vector<model::BufferLayout>& ls) {
   for (size_t bi = 0; bi < ls.size(); ++bi) {
     const model::BufferLayout& l = ls[bi];
     // pieces[param] = owned param ranges over all ranks
-    std::vector<std::vector<model::Range>> pieces(c.params.size());
+    std::vector<std::vector<model::Range>> pieces(spec.params.size());
     for (int b = 0; b < static_cast<int>(l.buckets.size()); ++b) {
       int64_t next = l.buckets[b].start;
       for (int64_t r = 0; r < l.dp; ++r) {
@@ -52,14 +52,14 @@ Violation check_ownership(const model::CaseSpec& c, const std::vector<model::Buf
       int64_t covered = 0;
       for (const model::Range& r : ps) {
         if (r.start != covered) {
-          return str("param ", c.params[pl.param].name, ": owned pieces leave a gap or overlap at ",
-                     covered, " (next piece ", r, ")");
+          return str("param ", spec.params[pl.param].name,
+                     ": owned pieces leave a gap or overlap at ", covered, " (next piece ", r, ")");
         }
         covered = r.end;
       }
-      if (covered != c.params[pl.param].numel()) {
-        return str("param ", c.params[pl.param].name, ": owned pieces cover ", covered, " of ",
-                   c.params[pl.param].numel(), " elements");
+      if (covered != spec.params[pl.param].numel()) {
+        return str("param ", spec.params[pl.param].name, ": owned pieces cover ", covered, " of ",
+                   spec.params[pl.param].numel(), " elements");
       }
     }
   }
@@ -168,19 +168,19 @@ Violation check_bucket_size_rule(const model::CaseSpec& c, const model::BufferLa
 
 }  // namespace
 
-Violation check_layout_rules(const model::CaseSpec& c,
+Violation check_layout_rules(const model::CaseSpec& spec,
                              const std::vector<model::BufferLayout>& ls) {
-  const auto buffers = model::group_params_for_buffers(c);
+  const auto buffers = model::group_params_for_buffers(spec);
   if (buffers.size() != ls.size()) return str("expected ", buffers.size(), " buffers");
   for (size_t bi = 0; bi < ls.size(); ++bi) {
     const model::BufferLayout& l = ls[bi];
-    const int64_t divisor = model::bucket_end_divisor(l.dp, c.pad_for_high_nccl_busbw);
+    const int64_t divisor = model::bucket_end_divisor(l.dp, spec.pad_for_high_nccl_busbw);
     const std::vector<int>& list = buffers[bi].params;
     if (l.placements.size() != list.size()) return str("buffer ", bi, ": wrong parameter count");
     if (l.numel() % l.dp != 0) return str("buffer ", bi, ": numel ", l.numel(), " % dp != 0");
-    if (Violation v = check_buckets(c, l, bi, divisor)) return v;
-    if (Violation v = check_placements(c, l, bi, list)) return v;
-    if (Violation v = check_bucket_size_rule(c, l)) return v;
+    if (Violation v = check_buckets(spec, l, bi, divisor)) return v;
+    if (Violation v = check_placements(spec, l, bi, list)) return v;
+    if (Violation v = check_bucket_size_rule(spec, l)) return v;
   }
   return std::nullopt;
 }
@@ -225,7 +225,7 @@ Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& 
   return std::nullopt;
 }
 
-Violation check_installed(const model::CaseSpec& c, const model::RankPlan& plan,
+Violation check_installed(const model::CaseSpec& spec, const model::RankPlan& plan,
                           const sim::RankObservation& obs) {
   if (plan.groups.size() != obs.groups.size()) {
     return str(where(plan), ": port has ", obs.groups.size(), " groups, model ",
@@ -242,8 +242,8 @@ Violation check_installed(const model::CaseSpec& c, const model::RankPlan& plan,
       const model::ShardEntry& w = want[i];
       const sim::ObservedTensor& h = have[i];
       const std::string at =
-          str(where(plan), " group ", g, " position ", i, " (", c.params[w.param].name, "): ");
-      if (h.param != w.param) return str(at, "holds a piece of ", c.params[h.param].name);
+          str(where(plan), " group ", g, " position ", i, " (", spec.params[w.param].name, "): ");
+      if (h.param != w.param) return str(at, "holds a piece of ", spec.params[h.param].name);
       if (h.is_leaf != w.leaf || h.has_grad_fn) {
         return str(at, "is_leaf=", h.is_leaf, " requires_grad=", h.requires_grad,
                    " grad_fn=", h.has_grad_fn, "; every optimizer tensor must be a leaf");
@@ -266,7 +266,7 @@ Violation check_installed(const model::CaseSpec& c, const model::RankPlan& plan,
     for (const auto& [p, pos] : plan.index_map) {
       auto it = obs.index_map.find(p);
       if (it == obs.index_map.end() || it->second != pos) {
-        return str(where(plan), ": model_param_group_index_map[", c.params[p].name, "] is (",
+        return str(where(plan), ": model_param_group_index_map[", spec.params[p].name, "] is (",
                    it == obs.index_map.end() ? -1 : it->second.first, ",",
                    it == obs.index_map.end() ? -1 : it->second.second, ") not (", pos.first, ",",
                    pos.second, ")");
@@ -353,10 +353,10 @@ Violation check_offload_laws(const std::vector<std::vector<model::HdoTensor>>& g
   return std::nullopt;
 }
 
-std::vector<int64_t> ranks_to_check(const model::CaseSpec& c,
+std::vector<int64_t> ranks_to_check(const model::CaseSpec& spec,
                                     const std::vector<model::BufferLayout>& ls,
                                     model::Instance instance) {
-  const int64_t dp = model::instance_dp(c, instance);
+  const int64_t dp = model::instance_dp(spec, instance);
   std::vector<int64_t> out;
   if (dp <= 8) {
     for (int64_t r = 0; r < dp; ++r) out.push_back(r);
@@ -364,7 +364,7 @@ std::vector<int64_t> ranks_to_check(const model::CaseSpec& c,
   }
   std::vector<int64_t> owners, others;
   for (int64_t r = 0; r < dp; ++r) {
-    (model::owns_fp32_piece(c, model::plan_rank(c, ls, instance, r)) ? owners : others)
+    (model::owns_fp32_piece(spec, model::plan_rank(spec, ls, instance, r)) ? owners : others)
         .push_back(r);
   }
   out = {0, dp - 1};

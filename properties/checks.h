@@ -19,16 +19,16 @@ using Violation = std::optional<std::string>;
 
 // Per bucket the rank world ranges tile the padded bucket, and every element of every parameter
 // is owned by exactly one rank (over all ranks of the buffer's DP group).
-Violation check_ownership(const model::CaseSpec& c, const std::vector<model::BufferLayout>& ls);
+Violation check_ownership(const model::CaseSpec& spec, const std::vector<model::BufferLayout>& ls);
 // 64-element parameter starts, reverse order, bucket ends divisible by lcm(dp,128) (or the busbw
 // divisor), contiguous buckets, a shared embedding alone in its bucket, the bucket-size rule.
-Violation check_layout_rules(const model::CaseSpec& c,
+Violation check_layout_rules(const model::CaseSpec& spec,
                              const std::vector<model::BufferLayout>& ls);
 // The port's ranges equal the model's on this rank.
 Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& obs);
 // Every installed tensor is a leaf with the plan's param, size, dtype, aliasing, offset and main
 // param; the index map is the plan's; the final optimizer holds exactly these tensors.
-Violation check_installed(const model::CaseSpec& c, const model::RankPlan& plan,
+Violation check_installed(const model::CaseSpec& spec, const model::RankPlan& plan,
                           const sim::RankObservation& obs);
 // Construction succeeded.
 Violation check_constructed(const sim::RankObservation& obs);
@@ -46,7 +46,7 @@ Violation check_offload_laws(const std::vector<std::vector<model::HdoTensor>>& g
                              double hi, Planner planner = &model::plan_offload);
 // The ranks of an instance that a diff property runs the port on: all when dp <= 8, else eight
 // chosen to include the first, the last and both owners and non-owners of fp32 pieces.
-std::vector<int64_t> ranks_to_check(const model::CaseSpec& c,
+std::vector<int64_t> ranks_to_check(const model::CaseSpec& spec,
                                     const std::vector<model::BufferLayout>& ls,
                                     model::Instance instance);
 

@@ -64,9 +64,9 @@ const std::vector<std::string>& coverage_class_names() {
   return kNames;
 }
 
-std::vector<std::string> coverage_classes(const model::CaseSpec& c) {
+std::vector<std::string> coverage_classes(const model::CaseSpec& spec) {
   bool has16 = false, has32 = false, zero_size = false, shared = false;
-  for (const model::ParamSpec& p : c.params) {
+  for (const model::ParamSpec& p : spec.params) {
     has16 |= model::is_float16(p.dtype);
     has32 |= p.dtype == model::DType::kFloat32;
     zero_size |= p.numel() == 0;
@@ -76,23 +76,23 @@ std::vector<std::string> coverage_classes(const model::CaseSpec& c) {
   bool dp_odd = false, dp_prime = false, dp_above_numel = false;
   // model::validate rejects zero-size parameters, and the layout asserts on them.
   if (!zero_size) {
-    const auto layouts = model::full_param_layout(c);
+    const auto layouts = model::full_param_layout(spec);
     for (const model::BufferLayout& l : layouts) {
       straddles |= straddles_rank_boundary(l);
       several_buckets |= l.buckets.size() > 1;
     }
     for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
-      if (!model::instance_present(c, inst)) continue;
-      const int64_t dp = model::instance_dp(c, inst);
+      if (!model::instance_present(spec, inst)) continue;
+      const int64_t dp = model::instance_dp(spec, inst);
       int64_t numel = 0;
-      for (const model::ParamSpec& p : c.params) {
+      for (const model::ParamSpec& p : spec.params) {
         if (p.is_expert == (inst == model::Instance::kExpert)) numel += p.numel();
       }
       dp_odd |= dp > 1 && dp % 2 == 1;
       dp_prime |= is_prime(dp);
       dp_above_numel |= dp > numel;
-      for (int64_t r : ranks_to_check(c, layouts, inst)) {
-        const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+      for (int64_t r : ranks_to_check(spec, layouts, inst)) {
+        const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
         bool owns = false;
         for (const model::GroupPlan& g : plan.groups) {
           owns |= !g.installed.empty();
@@ -102,7 +102,7 @@ std::vector<std::string> coverage_classes(const model::CaseSpec& c) {
       }
     }
   }
-  const bool fraction_interior = c.offload_fraction > 0.0 && c.offload_fraction < 1.0;
+  const bool fraction_interior = spec.offload_fraction > 0.0 && spec.offload_fraction < 1.0;
   const std::vector<std::pair<const char*, bool>> hits = {
       {kFp32In16Bit, has16 && has32},
       {kStraddles, straddles},
@@ -114,14 +114,14 @@ std::vector<std::string> coverage_classes(const model::CaseSpec& c) {
       {kDpOdd, dp_odd},
       {kDpPrime, dp_prime},
       {kDpAboveNumel, dp_above_numel},
-      {kFraction0, c.cpu_offload && c.offload_fraction == 0.0},
-      {kFraction1, c.cpu_offload && c.offload_fraction == 1.0},
-      {kFractionInterior, c.cpu_offload && fraction_interior},
-      {kOffloadOff, !c.cpu_offload},
-      {kPrecisionAwareOn, c.precision_aware},
-      {kPrecisionAwareOff, !c.precision_aware},
-      {kOverlapOn, c.cpu_offload && c.overlap_cpu_optimizer_d2h_h2d},
-      {kOverlapOff, c.cpu_offload && !c.overlap_cpu_optimizer_d2h_h2d},
+      {kFraction0, spec.cpu_offload && spec.offload_fraction == 0.0},
+      {kFraction1, spec.cpu_offload && spec.offload_fraction == 1.0},
+      {kFractionInterior, spec.cpu_offload && fraction_interior},
+      {kOffloadOff, !spec.cpu_offload},
+      {kPrecisionAwareOn, spec.precision_aware},
+      {kPrecisionAwareOff, !spec.precision_aware},
+      {kOverlapOn, spec.cpu_offload && spec.overlap_cpu_optimizer_d2h_h2d},
+      {kOverlapOff, spec.cpu_offload && !spec.overlap_cpu_optimizer_d2h_h2d},
   };
   std::vector<std::string> out;
   for (const auto& [name, hit] : hits) {
@@ -130,8 +130,8 @@ std::vector<std::string> coverage_classes(const model::CaseSpec& c) {
   return out;
 }
 
-void tag_coverage(const model::CaseSpec& c) {
-  const std::vector<std::string> hit = coverage_classes(c);
+void tag_coverage(const model::CaseSpec& spec) {
+  const std::vector<std::string> hit = coverage_classes(spec);
   for (const std::string& name : coverage_class_names()) {
     RC_CLASSIFY(std::find(hit.begin(), hit.end(), name) != hit.end(), name);
   }

@@ -14,9 +14,9 @@ namespace sc::props {
 
 // Every coverage class, by name, in a fixed order.
 const std::vector<std::string>& coverage_class_names();
-// The classes `c` falls in: a subset of coverage_class_names(), in the same order.
-std::vector<std::string> coverage_classes(const model::CaseSpec& c);
-// RC_CLASSIFY of every class of coverage_class_names() for `c`; call inside a property.
-void tag_coverage(const model::CaseSpec& c);
+// The classes `spec` falls in: a subset of coverage_class_names(), in the same order.
+std::vector<std::string> coverage_classes(const model::CaseSpec& spec);
+// RC_CLASSIFY of every class of coverage_class_names() for `spec`; call inside a property.
+void tag_coverage(const model::CaseSpec& spec);
 
 }  // namespace sc::props

@@ -11,23 +11,25 @@
 
 namespace sc::props {
 
-void run_diff_property(const model::CaseSpec& c, const sut::Behaviour& b, DiffClaim claim) {
-  const auto layouts = model::full_param_layout(c);
-  tag_coverage(c);
+void run_diff_property(const model::CaseSpec& spec, const sut::Behaviour& behaviour,
+                       DiffClaim claim) {
+  const auto layouts = model::full_param_layout(spec);
+  tag_coverage(spec);
   for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
-    if (!model::instance_present(c, inst)) continue;
+    if (!model::instance_present(spec, inst)) continue;
     std::vector<sim::RankObservation> observed;
-    for (int64_t r : ranks_to_check(c, layouts, inst)) {
-      const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
+    for (int64_t r : ranks_to_check(spec, layouts, inst)) {
+      const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
       sim::RankObservation obs =
-          sim::build_rank(sim::Target{b, device()}, c, inst, r, /*seed=*/r)->construction();
+          sim::build_rank(sim::Target{behaviour, device()}, spec, inst, r, /*seed=*/r)
+              ->construction();
       Violation v;
       switch (claim) {
         case DiffClaim::kRanges:
           v = check_ranges(plan, obs);
           break;
         case DiffClaim::kInstalled:
-          v = check_installed(c, plan, obs);
+          v = check_installed(spec, plan, obs);
           break;
         case DiffClaim::kConstructs:
           v = check_constructed(obs);
@@ -35,14 +37,14 @@ void run_diff_property(const model::CaseSpec& c, const sut::Behaviour& b, DiffCl
         case DiffClaim::kUpstreamFailingRanks:
           break;
       }
-      if (v) RC_LOG() << "variant " << b.name << ": " << *v << "\n";
+      if (v) RC_LOG() << "variant " << behaviour.name << ": " << *v << "\n";
       RC_ASSERT(!v);
       observed.push_back(std::move(obs));
     }
     if (claim == DiffClaim::kUpstreamFailingRanks) {
       const Violation v =
-          check_failing_ranks(model::upstream_failing_ranks(c, layouts, inst), observed);
-      if (v) RC_LOG() << "variant " << b.name << ": " << *v << "\n";
+          check_failing_ranks(model::upstream_failing_ranks(spec, layouts, inst), observed);
+      if (v) RC_LOG() << "variant " << behaviour.name << ": " << *v << "\n";
       RC_ASSERT(!v);
     }
   }

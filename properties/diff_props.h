@@ -15,8 +15,9 @@ enum class DiffClaim {
   kUpstreamFailingRanks,  // failing ranks == model::upstream_failing_ranks
 };
 
-// Runs the port for the checked ranks of both instances of `c` under `b`, classifies the case
-// and RC_ASSERTs `claim`, logging the first violation.
-void run_diff_property(const model::CaseSpec& c, const sut::Behaviour& b, DiffClaim claim);
+// Runs the port for the checked ranks of both instances of `spec` under `behaviour`, classifies
+// the case and RC_ASSERTs `claim`, logging the first violation.
+void run_diff_property(const model::CaseSpec& spec, const sut::Behaviour& behaviour,
+                       DiffClaim claim);
 
 }  // namespace sc::props

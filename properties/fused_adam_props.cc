@@ -12,7 +12,7 @@
 
 namespace sc::props {
 
-void run_fused_adam_property(const sut::Behaviour& b) {
+void run_fused_adam_property(const sut::Behaviour& behaviour) {
   const auto sizes = *rc::gen::resize(
       rc::kNominalSize,
       rc::gen::mapcat(gen::weighted_choice<int>({{3, 5}, {1, 70}}), [](int count) {
@@ -38,7 +38,7 @@ void run_fused_adam_property(const sut::Behaviour& b) {
   sut::FusedAdamOptions o;
   o.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
   std::vector<torch::optim::OptimizerParamGroup> groups{torch::optim::OptimizerParamGroup(params)};
-  sut::FusedAdam opt(groups, o, nullptr, sut::FusedAdamFlags{}, b);
+  sut::FusedAdam opt(groups, o, nullptr, sut::FusedAdamFlags{}, behaviour);
   std::vector<model::AdamWState32> states(sizes.size());
   for (int k = 1; k <= steps; ++k) {
     for (size_t t = 0; t < sizes.size(); ++t) {
@@ -53,7 +53,7 @@ void run_fused_adam_property(const sut::Behaviour& b) {
     torch::Tensor got = params[t].detach().cpu().contiguous();
     if (sizes[t] == 0) continue;
     if (std::memcmp(got.data_ptr<float>(), want[t].data(), want[t].size() * sizeof(float)) != 0) {
-      RC_LOG() << "variant " << b.name << ": tensor " << t << " of " << sizes.size()
+      RC_LOG() << "variant " << behaviour.name << ": tensor " << t << " of " << sizes.size()
                << " (numel " << sizes[t] << ") differs from the FusedAdam reference\n";
       RC_FAIL("FusedAdam result differs");
     }

@@ -6,8 +6,8 @@
 
 namespace sc::props {
 
-// Draws sizes, values and steps, runs FusedAdam under `b` and RC_ASSERTs that every tensor
+// Draws sizes, values and steps, runs FusedAdam under `behaviour` and RC_ASSERTs that every tensor
 // equals the reference bit for bit and that empty tensors are no-ops.
-void run_fused_adam_property(const sut::Behaviour& b);
+void run_fused_adam_property(const sut::Behaviour& behaviour);
 
 }  // namespace sc::props

@@ -227,7 +227,7 @@ CaseInputs draw_hybrid_state_case() {
   return in;
 }
 
-void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& b) {
+void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behaviour) {
   RC_ASSERT(in.c.cpu_offload);
   RC_ASSERT(in.rank >= 0 && in.rank < in.c.dp);
   const auto fma = sim::torch_cpu_fma_mode();
@@ -238,8 +238,9 @@ void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& b) {
       model::plan_rank(*c, layouts, model::Instance::kDense, in.rank));
   HybridSut s;
   s.rank = in.rank;
-  s.behaviour = b;
-  s.rig = sim::build_rank(sim::Target{b, device()}, *c, model::Instance::kDense, in.rank, 77);
+  s.behaviour = behaviour;
+  s.rig =
+      sim::build_rank(sim::Target{behaviour, device()}, *c, model::Instance::kDense, in.rank, 77);
   RC_ASSERT(!s.rig->construction().error);
   HybridModel m;
   m.c = c;

@@ -193,59 +193,59 @@ void check_entry(const model::CaseSpec& c, const model::RankPlan& plan,
 
 }  // namespace
 
-void run_numeric_property(const model::CaseSpec& c, const gen::Schedule& s,
-                          const sut::Behaviour& b, NumericClaim claim,
+void run_numeric_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                          const sut::Behaviour& behaviour, NumericClaim claim,
                           const sim::StreamSchedule& streams) {
-  classify(c, s);
+  classify(spec, schedule);
   const model::FmaMode fma = fma_mode();
-  for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    const auto owned =
-        sim::build_rank(sim::Target{b, device()}, c, inst, r, /*seed=*/1000 + r, streams);
+  for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    const auto owned = sim::build_rank(sim::Target{behaviour, device()}, spec, inst, r,
+                                       /*seed=*/1000 + r, streams);
     sim::RankUnderTest& rig = *owned;
-    check(check_constructed(rig.construction()), b);
-    const model::RankPlan plan = model::plan_rank(c, layouts, inst, r);
-    model::RankReference ref(c, plan, rig.initial_values(), fma, device().is_cuda());
+    check(check_constructed(rig.construction()), behaviour);
+    const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
+    model::RankReference ref(spec, plan, rig.initial_values(), fma, device().is_cuda());
     if (claim == NumericClaim::kPlacement) {
-      if (c.cpu_offload) check_placement(c, plan, ref, rig, b);
+      if (spec.cpu_offload) check_placement(spec, plan, ref, rig, behaviour);
       return;
     }
     if (const auto& want = ref.step_error()) {
-      check_step_refused(c, s, *want, rig, b);
+      check_step_refused(spec, schedule, *want, rig, behaviour);
       return;
     }
-    for (size_t k = 0; k < s.steps.size(); ++k) {
-      const model::StepInputs in = gen::materialise(c, s.steps[k]);
+    for (size_t k = 0; k < schedule.steps.size(); ++k) {
+      const model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
       rig.step(in);
       ref.step(in);
       for (size_t g = 0; g < plan.groups.size(); ++g) {
         for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-          check_entry(c, plan, ref, rig, g, i, static_cast<int>(k + 1), claim, b);
+          check_entry(spec, plan, ref, rig, g, i, static_cast<int>(k + 1), claim, behaviour);
         }
       }
     }
   });
 }
 
-void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
-                            const sut::Behaviour& b, double other_fraction) {
-  RC_PRE(c.cpu_offload);
-  model::CaseSpec other = c;
+void run_offload_invariance(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                            const sut::Behaviour& behaviour, double other_fraction) {
+  RC_PRE(spec.cpu_offload);
+  model::CaseSpec other = spec;
   other.offload_fraction = other_fraction;
-  RC_CLASSIFY(c.precision_aware, "precision-aware");
-  const double lr_max = gen::max_lr(s);
-  for_rig_pairs(c, c, other, 0, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
-                                      const model::RankPlan& plan) {
-    for (size_t k = 0; k < s.steps.size(); ++k) {
-      const model::StepInputs in = gen::materialise(c, s.steps[k]);
+  RC_CLASSIFY(spec.precision_aware, "precision-aware");
+  const double lr_max = gen::max_lr(schedule);
+  for_rig_pairs(spec, spec, other, 0, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
+                                                    const model::RankPlan& plan) {
+    for (size_t k = 0; k < schedule.steps.size(); ++k) {
+      const model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
       a.step(in);
       z.step(in);
     }
     for (size_t g = 0; g < plan.groups.size(); ++g) {
       for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-        const model::DType dt = c.params[plan.groups[g].installed[i].param].dtype;
+        const model::DType dt = spec.params[plan.groups[g].installed[i].param].dtype;
         const std::vector<float> x = a.model_piece(g, i), y = z.model_piece(g, i);
         for (size_t e = 0; e < x.size(); ++e) {
-          const int steps = static_cast<int>(s.steps.size());
+          const int steps = static_cast<int>(schedule.steps.size());
           const double tol =
               dt == model::DType::kFloat32
                   ? tol::op_order_fp32(x[e], lr_max, steps)
@@ -253,10 +253,10 @@ void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
           if (!(std::fabs(static_cast<double>(x[e]) - y[e]) <= tol)) {
             std::ostringstream os;
             os.precision(9);
-            os << entry_name(c, plan, g, i, steps) << " element " << e << ": fraction "
-               << c.offload_fraction << " gives " << x[e] << ", fraction " << other_fraction
+            os << entry_name(spec, plan, g, i, steps) << " element " << e << ": fraction "
+               << spec.offload_fraction << " gives " << x[e] << ", fraction " << other_fraction
                << " gives " << y[e] << " (tolerance " << tol << ")";
-            check(os.str(), b);
+            check(os.str(), behaviour);
           }
         }
       }
@@ -264,61 +264,63 @@ void run_offload_invariance(const model::CaseSpec& c, const gen::Schedule& s,
   });
 }
 
-void run_hdo_against_plain(const model::CaseSpec& c, const gen::Schedule& s,
-                           const sut::Behaviour& b) {
-  model::CaseSpec hdo = c, plain = c;
+void run_hdo_against_plain(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                           const sut::Behaviour& behaviour) {
+  model::CaseSpec hdo = spec, plain = spec;
   hdo.cpu_offload = true;
   hdo.offload_fraction = 1.0;
   plain.cpu_offload = false;
   plain.precision_aware = false;
-  RC_CLASSIFY(c.precision_aware, "precision-aware hybrid optimizer");
-  for_rig_pairs(c, hdo, plain, 0, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& p,
-                                        const model::RankPlan& plan) {
-    for (size_t k = 0; k < s.steps.size(); ++k) {
-      const model::StepInputs in = gen::materialise(c, s.steps[k]);
+  RC_CLASSIFY(spec.precision_aware, "precision-aware hybrid optimizer");
+  for_rig_pairs(spec, hdo, plain, 0, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& p,
+                                                   const model::RankPlan& plan) {
+    for (size_t k = 0; k < schedule.steps.size(); ++k) {
+      const model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
       a.step(in);
       p.step(in);
       for (size_t g = 0; g < plan.groups.size(); ++g) {
         for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
           check(compare_exact(a.model_piece(g, i), p.model_piece(g, i),
-                              entry_name(c, plan, g, i, static_cast<int>(k + 1)) +
+                              entry_name(spec, plan, g, i, static_cast<int>(k + 1)) +
                                   " (hybrid vs plain)"),
-                b);
+                behaviour);
         }
       }
     }
   });
 }
 
-void run_save_load_continue(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
-                            const sut::Behaviour& b) {
-  RC_PRE(c.cpu_offload && split >= 1 && split < s.steps.size());
-  RC_CLASSIFY(c.precision_aware, "precision-aware");
-  RC_CLASSIFY(c.offload_fraction < 1.0, "some pieces on the accelerator");
+void run_save_load_continue(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                            size_t split, const sut::Behaviour& behaviour) {
+  RC_PRE(spec.cpu_offload && split >= 1 && split < schedule.steps.size());
+  RC_CLASSIFY(spec.precision_aware, "precision-aware");
+  RC_CLASSIFY(spec.offload_fraction < 1.0, "some pieces on the accelerator");
   // The fresh rank has other initial values: everything must come from the checkpoint.
-  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
-                                      const model::RankPlan& plan) {
-    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
+  for_rig_pairs(spec, spec, spec, 1000, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
+                                                       const model::RankPlan& plan) {
+    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
     z.load(a.save());
-    continue_both(a, z, c, s, split, plan, [&](size_t g, size_t i, const std::string& at) {
-      check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                          at + " (resumed vs uninterrupted)"),
-            b);
-    });
+    continue_both(a, z, spec, schedule, split, plan,
+                  [&](size_t g, size_t i, const std::string& at) {
+                    check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                                        at + " (resumed vs uninterrupted)"),
+                          behaviour);
+                  });
   });
 }
 
-void run_load_placement(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
-                        bool map_to_host, const sut::Behaviour& b) {
-  RC_PRE(c.cpu_offload && split >= 1 && split < s.steps.size());
+void run_load_placement(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
+                        bool map_to_host, const sut::Behaviour& behaviour) {
+  RC_PRE(spec.cpu_offload && split >= 1 && split < schedule.steps.size());
   RC_CLASSIFY(map_to_host, "state dict mapped to the host");
-  RC_CLASSIFY(c.offload_fraction > 0.0 && c.offload_fraction < 1.0, "both sub-optimizer kinds");
-  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
-                                      const model::RankPlan& plan) {
-    model::RankReference ref(c, plan, a.initial_values(), model::FmaMode::kSeparate, false);
+  RC_CLASSIFY(spec.offload_fraction > 0.0 && spec.offload_fraction < 1.0,
+              "both sub-optimizer kinds");
+  for_rig_pairs(spec, spec, spec, 1000, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
+                                                       const model::RankPlan& plan) {
+    model::RankReference ref(spec, plan, a.initial_values(), model::FmaMode::kSeparate, false);
     RC_PRE(!ref.step_error());
     const model::OffloadPlan& want = ref.offload_plan();
-    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
+    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
     z.load(a.save(), map_to_host);
     // Every tensor the sub-optimizer of a piece reads lives where that sub-optimizer runs: the
     // host for an offloaded piece, the accelerator for the others.
@@ -327,43 +329,44 @@ void run_load_placement(const model::CaseSpec& c, const gen::Schedule& s, size_t
         const bool host = want.placements[g][i].offloaded;
         const sim::ObservedPlacement got = z.placement(g, i);
         auto where = [](bool on_host) { return on_host ? "the host" : "the accelerator"; };
-        const std::string at = entry_name(c, plan, g, i, static_cast<int>(split)) +
+        const std::string at = entry_name(spec, plan, g, i, static_cast<int>(split)) +
                                " after the load: ";
         if (got.stepped_on_host != host) {
           check(at + "the stepped tensor is on " + where(got.stepped_on_host) + ", its " +
                     "sub-optimizer runs on " + where(host),
-                b);
+                behaviour);
         }
         for (const auto& [name, on_host] : got.state_on_host) {
           if (on_host != host) {
             check(at + name + " is on " + where(on_host) + ", its sub-optimizer runs on " +
                       where(host),
-                  b);
+                  behaviour);
           }
         }
       }
     }
     // And the kernels take them: both runs continue to the same values.
-    continue_both(a, z, c, s, split, plan, [&](size_t g, size_t i, const std::string& at) {
-      check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                          at + " (resumed vs uninterrupted)"),
-            b);
-    });
+    continue_both(a, z, spec, schedule, split, plan,
+                  [&](size_t g, size_t i, const std::string& at) {
+                    check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                                        at + " (resumed vs uninterrupted)"),
+                          behaviour);
+                  });
   });
 }
 
-void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size_t split,
-                          const sut::Behaviour& b) {
-  RC_PRE(split >= 1 && split < s.steps.size());
-  RC_CLASSIFY(c.cpu_offload, "hybrid optimizer");
-  RC_CLASSIFY(c.precision_aware && !c.cpu_offload, "precision-aware FusedAdam");
-  RC_CLASSIFY(!c.precision_aware && !c.cpu_offload, "torch AdamW");
-  for_rig_pairs(c, c, c, 1000, b, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
-                                      const model::RankPlan& plan) {
+void run_dist_ckpt_resume(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
+                          const sut::Behaviour& behaviour) {
+  RC_PRE(split >= 1 && split < schedule.steps.size());
+  RC_CLASSIFY(spec.cpu_offload, "hybrid optimizer");
+  RC_CLASSIFY(spec.precision_aware && !spec.cpu_offload, "precision-aware FusedAdam");
+  RC_CLASSIFY(!spec.precision_aware && !spec.cpu_offload, "torch AdamW");
+  for_rig_pairs(spec, spec, spec, 1000, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
+                                                       const model::RankPlan& plan) {
     // A refused step (the model predicts it) is another property's business.
-    model::RankReference ref(c, plan, a.initial_values(), model::FmaMode::kSeparate, false);
+    model::RankReference ref(spec, plan, a.initial_values(), model::FmaMode::kSeparate, false);
     RC_PRE(!ref.step_error());
-    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(c, s.steps[k]));
+    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
     // Per-param flags that some optimizers keep: the checkpoint must skip them (MEG-07).
     a.add_non_tensor_state({"found_inf", "non_tensor_int"});
     Violation loaded;
@@ -372,7 +375,7 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
     } catch (const c10::Error& e) {
       loaded = "loading the distributed checkpoint raised: " + e.msg();
     }
-    check(loaded, b);
+    check(loaded, behaviour);
     // Each group's hyper-parameters right after the load, before a step rewrites lr and weight
     // decay: a group matched to the wrong saved group shows only here (MEG-06).
     const std::vector<model::AdamWHyper> want = a.group_hyper_parameters(),
@@ -380,7 +383,7 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
     if (got.size() != want.size()) {
       check("rank " + std::to_string(plan.rank) + ": " + std::to_string(got.size()) +
                 " groups after the load, " + std::to_string(want.size()) + " saved",
-            b);
+            behaviour);
     }
     for (size_t g = 0; g < want.size() && g < got.size(); ++g) {
       const model::AdamWHyper &x = got[g], &y = want[g];
@@ -391,24 +394,26 @@ void run_dist_ckpt_resume(const model::CaseSpec& c, const gen::Schedule& s, size
            << x.weight_decay << " beta1 " << x.beta1 << " beta2 " << x.beta2 << " eps " << x.eps
            << "; saved lr " << y.lr << " wd " << y.weight_decay << " beta1 " << y.beta1
            << " beta2 " << y.beta2 << " eps " << y.eps;
-        check(os.str(), b);
+        check(os.str(), behaviour);
       }
     }
-    continue_both(a, z, c, s, split, plan, [&](size_t g, size_t i, const std::string& at) {
-      check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                          at + " (resumed vs uninterrupted)"),
-            b);
-      check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
-                          at + " master (resumed vs uninterrupted)"),
-            b);
-      const sim::ObservedState x = z.state(g, i), y = a.state(g, i);
-      check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"), b);
-      if (x.step != y.step) {
-        check(at + ": step " + std::to_string(x.step) + " resumed, " + std::to_string(y.step) +
-                  " uninterrupted",
-              b);
-      }
-    });
+    continue_both(
+        a, z, spec, schedule, split, plan, [&](size_t g, size_t i, const std::string& at) {
+          check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                              at + " (resumed vs uninterrupted)"),
+                behaviour);
+          check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
+                              at + " master (resumed vs uninterrupted)"),
+                behaviour);
+          const sim::ObservedState x = z.state(g, i), y = a.state(g, i);
+          check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"),
+                behaviour);
+          if (x.step != y.step) {
+            check(at + ": step " + std::to_string(x.step) + " resumed, " + std::to_string(y.step) +
+                      " uninterrupted",
+                  behaviour);
+          }
+        });
   });
 }
 
@@ -475,36 +480,36 @@ void check_recorded_streams(const model::CaseSpec& c, const gen::Schedule& s,
 
 }  // namespace
 
-void run_gathered_ckpt_round_trip(const model::CaseSpec& c, const gen::Schedule& s,
+void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedule& schedule,
                                   sim::GatheredFormat format, int other_dp,
-                                  const sut::Behaviour& b) {
+                                  const sut::Behaviour& behaviour) {
   const bool reshard = other_dp > 0;
   RC_CLASSIFY(format == sim::GatheredFormat::kDpZero, "dp_zero_gather_scatter");
   RC_CLASSIFY(format == sim::GatheredFormat::kFullyReshardable, "fully_reshardable");
   RC_CLASSIFY(reshard, "other DP size");
-  model::CaseSpec other = c;
+  model::CaseSpec other = spec;
   if (reshard) other.dp = other.expert_dp = other_dp;
   for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
-    if (!model::instance_present(c, inst)) continue;
+    if (!model::instance_present(spec, inst)) continue;
     const char* name = inst == model::Instance::kExpert ? "expert" : "dense";
     auto build = [&](const model::CaseSpec& x, uint64_t seed) {
       std::vector<std::unique_ptr<sim::RankUnderTest>> group;
       for (int64_t r = 0; r < model::instance_dp(x, inst); ++r) {
-        group.push_back(sim::build_rank(sim::Target{b, device()}, x, inst, r, seed + r));
-        check(check_constructed(group.back()->construction()), b);
+        group.push_back(sim::build_rank(sim::Target{behaviour, device()}, x, inst, r, seed + r));
+        check(check_constructed(group.back()->construction()), behaviour);
       }
       return group;
     };
-    std::vector<std::unique_ptr<sim::RankUnderTest>> saved = build(c, 1000);
+    std::vector<std::unique_ptr<sim::RankUnderTest>> saved = build(spec, 1000);
     // A refused step (the model predicts it) is another property's business.
-    const auto layouts = model::full_param_layout(c);
+    const auto layouts = model::full_param_layout(spec);
     for (size_t r = 0; r < saved.size(); ++r) {
-      model::RankReference ref(c, model::plan_rank(c, layouts, inst, static_cast<int64_t>(r)),
+      model::RankReference ref(spec, model::plan_rank(spec, layouts, inst, static_cast<int64_t>(r)),
                                saved[r]->initial_values(), model::FmaMode::kSeparate, false);
       RC_PRE(!ref.step_error());
     }
-    for (const gen::StepDraw& d : s.steps) {
-      const model::StepInputs in = gen::materialise(c, d);
+    for (const gen::StepDraw& d : schedule.steps) {
+      const model::StepInputs in = gen::materialise(spec, d);
       for (auto& rig : saved) rig->step(in);
     }
     std::vector<const sim::RankUnderTest*> group;
@@ -519,32 +524,34 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& c, const gen::Schedule&
         v = std::string(name) + ": loading the " + sim::format_name(format) +
             " checkpoint raised: " + e.msg();
       }
-      check(v, b);
+      check(v, behaviour);
     }
-    const std::map<int, FullState> want = full_state(c, inst, saved);
+    const std::map<int, FullState> want = full_state(spec, inst, saved);
     const std::map<int, FullState> got = full_state(other, inst, loaded);
     for (const auto& [param, w] : want) {
       const FullState& x = got.at(param);
-      const std::string at = std::string(name) + " " + c.params[param].name + " after a " +
+      const std::string at = std::string(name) + " " + spec.params[param].name + " after a " +
                              sim::format_name(format) + " round trip";
-      check(compare_exact(x.exp_avg, w.exp_avg, at + ": exp_avg (loaded vs saved)"), b);
-      check(compare_exact(x.exp_avg_sq, w.exp_avg_sq, at + ": exp_avg_sq (loaded vs saved)"), b);
-      check(compare_exact(x.master, w.master, at + ": fp32 master (loaded vs saved)"), b);
+      check(compare_exact(x.exp_avg, w.exp_avg, at + ": exp_avg (loaded vs saved)"), behaviour);
+      check(compare_exact(x.exp_avg_sq, w.exp_avg_sq, at + ": exp_avg_sq (loaded vs saved)"),
+            behaviour);
+      check(compare_exact(x.master, w.master, at + ": fp32 master (loaded vs saved)"), behaviour);
     }
   }
 }
 
-void run_stream_race_property(const model::CaseSpec& c, const gen::Schedule& s,
-                              const sut::Behaviour& b) {
-  RC_CLASSIFY(c.overlap_cpu_optimizer_d2h_h2d, "overlap on");
-  RC_CLASSIFY(c.precision_aware, "precision-aware");
-  check_recorded_streams(c, s, b, "race(s)",
+void run_stream_race_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                              const sut::Behaviour& behaviour) {
+  RC_CLASSIFY(spec.overlap_cpu_optimizer_d2h_h2d, "overlap on");
+  RC_CLASSIFY(spec.precision_aware, "precision-aware");
+  check_recorded_streams(spec, schedule, behaviour, "race(s)",
                          [](const sim::RankUnderTest& rig) { return rig.stream_races(); });
 }
 
-void run_pinned_copies_property(const model::CaseSpec& c, const gen::Schedule& s,
-                                const sut::Behaviour& b) {
-  check_recorded_streams(c, s, b, "non-blocking copy(ies) with pageable host memory",
+void run_pinned_copies_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                                const sut::Behaviour& behaviour) {
+  check_recorded_streams(spec, schedule, behaviour,
+                         "non-blocking copy(ies) with pageable host memory",
                          [](const sim::RankUnderTest& rig) { return rig.pageable_copies(); });
 }
 

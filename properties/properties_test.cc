@@ -34,7 +34,9 @@ class PropertyTest : public ::testing::Test {
     const sut::Behaviour behaviour = target_of(*property_);
     const std::string id = property_->name.substr(0, property_->name.find('.')) + "/" +
                            property_->name.substr(property_->name.find('.') + 1);
-    const RunOutcome out = run_property([&] { property_->body(behaviour); }, RunOptions{id});
+    RunOptions options;
+    options.id = id;
+    const RunOutcome out = run_property([&] { property_->body(behaviour); }, options);
     if (out.kind != RunOutcome::Kind::kPassed) {
       FAIL() << out.report << "\nvariant: " << behaviour.name << "\n";
     }

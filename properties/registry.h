@@ -46,7 +46,7 @@ struct Property {
 // Rebuild+LoadState, ReloadModelParams), drawn; and the sequence run against the reference,
 // compared bit for bit after every command.
 CaseInputs draw_hybrid_state_case();
-void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& b);
+void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behaviour);
 
 // Every property, in a fixed order: model laws, shard builder, hybrid optimizer, checkpoints,
 // then the stream properties (the dearest per case).

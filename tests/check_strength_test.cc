@@ -7,11 +7,11 @@
 #include "model/shard.h"
 #include "properties/checks.h"
 #include "sim/rig/rank_rig.h"
+#include "tests/support/devices.h"
 
 namespace sc::props {
 namespace {
 
-const torch::Device kCpu(torch::kCPU);
 
 model::CaseSpec mixed_case() {
   model::CaseSpec c;

@@ -7,11 +7,11 @@
 #include "sim/port/placement.h"
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
+#include "tests/support/devices.h"
 
 namespace sc::sut {
 namespace {
 
-const torch::Device kCpu(torch::kCPU);
 
 TEST(Placement, NewStorageIsAcceleratorMemoryUntilMarkedHost) {
   const torch::Tensor t = torch::zeros({4});

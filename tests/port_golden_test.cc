@@ -7,6 +7,7 @@
 #include "sim/port/device.h"
 #include "sim/port/param_buffer.h"
 #include "sim/rig/rank_rig.h"
+#include "tests/support/devices.h"
 
 namespace sc::sim {
 namespace {
@@ -20,7 +21,6 @@ model::ParamSpec param(const std::string& name, std::vector<int64_t> shape,
   return p;
 }
 
-const torch::Device kCpu(torch::kCPU);
 
 TEST(PortGolden, WorkedExampleRanksMatchTheTable) {
   model::CaseSpec c;

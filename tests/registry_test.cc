@@ -56,7 +56,9 @@ TEST(Registry, EveryPropertyIsShownToFailOnSomething) {
     for (const std::string& k : p.killers) {
       EXPECT_TRUE(sut::behaviour_by_name(k)) << p.name << ": no variant or mutant " << k;
     }
-    if (p.target == Target::kOwnVariant) EXPECT_TRUE(sut::behaviour_by_name(p.own_variant));
+    if (p.target == Target::kOwnVariant) {
+      EXPECT_TRUE(sut::behaviour_by_name(p.own_variant)) << p.name;
+    }
   }
 }
 

@@ -93,17 +93,17 @@ rc::Gen<model::CaseSpec> case_spec() {
 
 namespace sc::model {
 
-void showValue(const CaseSpec& c, std::ostream& os) {
-  os << "CaseSpec{dp=" << c.dp << " expert_dp=" << c.expert_dp << " bucket_size="
-     << (c.bucket_size ? std::to_string(*c.bucket_size) : "None")
-     << " high_busbw=" << c.pad_for_high_nccl_busbw
-     << " grad_reduce_in_fp32=" << c.grad_reduce_in_fp32
-     << " precision_aware=" << c.precision_aware
-     << " store_param_remainders=" << c.store_param_remainders
-     << " overlap=" << c.overlap_cpu_optimizer_d2h_h2d << " cpu_offload=" << c.cpu_offload
-     << " offload_fraction=" << c.offload_fraction << " params=[";
-  for (size_t i = 0; i < c.params.size(); ++i) {
-    const ParamSpec& p = c.params[i];
+void showValue(const CaseSpec& spec, std::ostream& os) {
+  os << "CaseSpec{dp=" << spec.dp << " expert_dp=" << spec.expert_dp << " bucket_size="
+     << (spec.bucket_size ? std::to_string(*spec.bucket_size) : "None")
+     << " high_busbw=" << spec.pad_for_high_nccl_busbw
+     << " grad_reduce_in_fp32=" << spec.grad_reduce_in_fp32
+     << " precision_aware=" << spec.precision_aware
+     << " store_param_remainders=" << spec.store_param_remainders
+     << " overlap=" << spec.overlap_cpu_optimizer_d2h_h2d << " cpu_offload=" << spec.cpu_offload
+     << " offload_fraction=" << spec.offload_fraction << " params=[";
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    const ParamSpec& p = spec.params[i];
     os << (i ? ", " : "") << p.name << ":" << dtype_name(p.dtype) << "[";
     for (size_t d = 0; d < p.shape.size(); ++d) os << (d ? "x" : "") << p.shape[d];
     os << "]";

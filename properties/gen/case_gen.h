@@ -26,5 +26,5 @@ rc::Gen<model::CaseSpec> case_spec();
 
 namespace sc::model {
 // RapidCheck's printer for counterexamples: one line per parameter.
-void showValue(const CaseSpec& c, std::ostream& os);
+void showValue(const CaseSpec& spec, std::ostream& os);
 }  // namespace sc::model

@@ -46,40 +46,40 @@ rc::Gen<Schedule> schedule_of(const model::CaseSpec& c, int max_steps, bool zero
 
 }  // namespace
 
-rc::Gen<Schedule> schedule(const model::CaseSpec& c, int max_steps) {
-  return rc::gen::resize(rc::kNominalSize, schedule_of(c, max_steps, false));
+rc::Gen<Schedule> schedule(const model::CaseSpec& spec, int max_steps) {
+  return rc::gen::resize(rc::kNominalSize, schedule_of(spec, max_steps, false));
 }
 
-rc::Gen<Schedule> zero_lr_schedule(const model::CaseSpec& c, int max_steps) {
-  return rc::gen::resize(rc::kNominalSize, schedule_of(c, max_steps, true));
+rc::Gen<Schedule> zero_lr_schedule(const model::CaseSpec& spec, int max_steps) {
+  return rc::gen::resize(rc::kNominalSize, schedule_of(spec, max_steps, true));
 }
 
-model::StepInputs materialise(const model::CaseSpec& c, const StepDraw& d) {
+model::StepInputs materialise(const model::CaseSpec& spec, const StepDraw& draw) {
   model::StepInputs in;
-  sim::SplitMix64 rng(d.grad_seed);
-  for (size_t i = 0; i < c.params.size(); ++i) {
-    std::vector<float> g(static_cast<size_t>(c.params[i].numel()));
-    const float scale = d.kinds[i] == GradKind::kTiny    ? 1e-6f
-                        : d.kinds[i] == GradKind::kLarge ? 1e3f
-                                                         : 1.0f;
-    for (float& x : g) x = d.kinds[i] == GradKind::kZero ? 0.0f : rng.symmetric_unit() * scale;
+  sim::SplitMix64 rng(draw.grad_seed);
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    std::vector<float> g(static_cast<size_t>(spec.params[i].numel()));
+    const float scale = draw.kinds[i] == GradKind::kTiny    ? 1e-6f
+                        : draw.kinds[i] == GradKind::kLarge ? 1e3f
+                                                            : 1.0f;
+    for (float& x : g) x = draw.kinds[i] == GradKind::kZero ? 0.0f : rng.symmetric_unit() * scale;
     in.grads.push_back(std::move(g));
   }
-  in.group_hyper = d.hyper;
+  in.group_hyper = draw.hyper;
   return in;
 }
 
-double max_lr(const Schedule& s) {
+double max_lr(const Schedule& schedule) {
   double m = 0;
-  for (const auto& d : s.steps) {
+  for (const auto& d : schedule.steps) {
     for (const auto& h : d.hyper) m = std::max(m, h.lr);
   }
   return m;
 }
 
-void showValue(const Schedule& s, std::ostream& os) {
-  os << "Schedule{" << s.steps.size() << " steps:";
-  for (const auto& d : s.steps) {
+void showValue(const Schedule& schedule, std::ostream& os) {
+  os << "Schedule{" << schedule.steps.size() << " steps:";
+  for (const auto& d : schedule.steps) {
     os << " [seed=" << d.grad_seed << " kinds=";
     for (GradKind k : d.kinds) os << "OZTL"[static_cast<int>(k)];
     for (size_t g = 0; g < d.hyper.size(); ++g) {

@@ -29,15 +29,15 @@ struct Schedule {
   std::vector<StepDraw> steps;
 };
 
-// A schedule for `c` with 1 to `max_steps` steps.
-rc::Gen<Schedule> schedule(const model::CaseSpec& c, int max_steps);
+// A schedule for `spec` with 1 to `max_steps` steps.
+rc::Gen<Schedule> schedule(const model::CaseSpec& spec, int max_steps);
 // A schedule whose every step has learning rate 0 and weight decay 0.
-rc::Gen<Schedule> zero_lr_schedule(const model::CaseSpec& c, int max_steps);
-// The inputs of step `d` for `c`: grads filled from the step's seed by kind.
-model::StepInputs materialise(const model::CaseSpec& c, const StepDraw& d);
+rc::Gen<Schedule> zero_lr_schedule(const model::CaseSpec& spec, int max_steps);
+// The inputs of step `draw` for `spec`: grads filled from the step's seed by kind.
+model::StepInputs materialise(const model::CaseSpec& spec, const StepDraw& draw);
 // The largest learning rate of the schedule.
-double max_lr(const Schedule& s);
+double max_lr(const Schedule& schedule);
 
-void showValue(const Schedule& s, std::ostream& os);
+void showValue(const Schedule& schedule, std::ostream& os);
 
 }  // namespace sc::gen

@@ -22,6 +22,7 @@
 #include "sim/app/multiprocess.h"
 #include "sim/picture/picture.h"
 #include "sim/rig/rng.h"
+#include "sim/input/args.h"
 #include "sim/port/behaviour.h"
 #include "sim/port/device.h"
 #include "sim/rig/rank_rig.h"
@@ -29,12 +30,6 @@
 namespace sc::sim {
 
 namespace {
-
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
-  return s;
-}
 
 std::string json_escape(const std::string& text) {
   std::string out;

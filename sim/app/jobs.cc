@@ -52,14 +52,15 @@ LargestRank largest_rank(const CliOptions& o, const ModelInventory& model, const
 
 }  // namespace
 
-std::optional<std::string> memory_budget_refusal(const CliOptions& o, const ModelInventory& model,
-                                                 const WorldSizes& w, int64_t scale,
+std::optional<std::string> memory_budget_refusal(const CliOptions& options,
+                                                 const ModelInventory& model,
+                                                 const WorldSizes& world, int64_t scale,
                                                  int64_t budget) {
-  const LargestRank worst = largest_rank(o, model, w);
+  const LargestRank worst = largest_rank(options, model, world);
   if (worst.total <= budget) return std::nullopt;
   std::ostringstream os;
   os << "tensor mode would build " << format_bytes(worst.total) << " of tensors for rank "
-     << worst.stage * w.dp + worst.dp_rank << " (stage " << worst.stage << ", dp rank "
+     << worst.stage * world.dp + worst.dp_rank << " (stage " << worst.stage << ", dp rank "
      << worst.dp_rank << ") of " << model.name << " at scale " << scale
      << ", above --memory-budget=" << format_bytes(budget) << "; largest kinds:";
   const std::pair<const char*, int64_t> kinds[] = {
@@ -85,9 +86,9 @@ std::optional<std::string> memory_budget_refusal(const CliOptions& o, const Mode
   // The smallest power-of-two multiple of the scale at which the largest rank fits.
   std::string fits;
   for (int64_t s = scale * 2; s <= (int64_t{1} << 40); s *= 2) {
-    auto smaller = load_model(o, s);
+    auto smaller = load_model(options, s);
     if (!std::holds_alternative<ModelInventory>(smaller)) break;
-    if (largest_rank(o, std::get<ModelInventory>(smaller), w).total <= budget) {
+    if (largest_rank(options, std::get<ModelInventory>(smaller), world).total <= budget) {
       fits = "--scale=" + std::to_string(s) + " fits; ";
       break;
     }
@@ -97,15 +98,15 @@ std::optional<std::string> memory_budget_refusal(const CliOptions& o, const Mode
   return os.str();
 }
 
-std::variant<ModelInventory, std::string> load_model(const CliOptions& o, int64_t scale) {
-  if (!o.model_file.empty()) return load_inventory_file(o.model_file, scale);
-  if (auto model = builtin_model(o.model, scale)) return std::move(*model);
-  return "unknown model '" + o.model + "'";
+std::variant<ModelInventory, std::string> load_model(const CliOptions& options, int64_t scale) {
+  if (!options.model_file.empty()) return load_inventory_file(options.model_file, scale);
+  if (auto model = builtin_model(options.model, scale)) return std::move(*model);
+  return "unknown model '" + options.model + "'";
 }
 
-std::variant<WorldSizes, std::string> checked_world(const CliOptions& o,
+std::variant<WorldSizes, std::string> checked_world(const CliOptions& options,
                                                     const ModelInventory& model) {
-  WorldSizes w = o.world;
+  WorldSizes w = options.world;
   if (w.pipeline_layout == "none") {
     w.pipeline_layout.clear();
   } else if (w.pipeline_layout.empty() && w.first_stage_layers == 0 &&
@@ -128,7 +129,7 @@ std::variant<WorldSizes, std::string> checked_world(const CliOptions& o,
   }
   if (w.tp > 1) {
     // Checked at full size: a scaled model keeps the structure, not the divisibility.
-    auto full = load_model(o, 1);
+    auto full = load_model(options, 1);
     if (auto* why = std::get_if<std::string>(&full)) return *why;
     if (auto why = validate_tp(std::get<ModelInventory>(full).params, w.tp)) {
       return *why + " at full size";
@@ -137,44 +138,45 @@ std::variant<WorldSizes, std::string> checked_world(const CliOptions& o,
   return w;
 }
 
-model::CaseSpec stage_case(const CliOptions& o, const WorldSizes& w,
+model::CaseSpec stage_case(const CliOptions& options, const WorldSizes& world,
                            const std::vector<InventoryParam>& inventory, int num_layers,
                            int num_experts, int stage, int ep_rank) {
   model::CaseSpec c;
-  c.params = stage_params(inventory, w, num_layers, stage, ep_rank, num_experts);
-  c.dp = w.dp;
-  c.expert_dp = w.dp / w.ep;
+  c.params = stage_params(inventory, world, num_layers, stage, ep_rank, num_experts);
+  c.dp = world.dp;
+  c.expert_dp = world.dp / world.ep;
   // DDP drops bucket_size on pipeline ranks > 0; get_model drops it for chunks after the first.
-  if (stage == 0) c.bucket_size = o.bucket_size;
+  if (stage == 0) c.bucket_size = options.bucket_size;
   c.bucket_first_chunk_only = true;
-  c.precision_aware = o.precision_aware;
-  c.cpu_offload = o.offload;
-  c.offload_fraction = o.offload_fraction;
+  c.precision_aware = options.precision_aware;
+  c.cpu_offload = options.offload;
+  c.offload_fraction = options.offload_fraction;
   c.grad_reduce_in_fp32 = true;  // Megatron's default for bf16 training
   return c;
 }
 
-model::CaseSpec main_job_case(const CliOptions& o, const std::vector<InventoryParam>& inventory,
-                              int num_layers, int num_experts, int stage, int ep_rank) {
-  return stage_case(o, o.world, inventory, num_layers, num_experts, stage, ep_rank);
+model::CaseSpec main_job_case(const CliOptions& options,
+                              const std::vector<InventoryParam>& inventory, int num_layers,
+                              int num_experts, int stage, int ep_rank) {
+  return stage_case(options, options.world, inventory, num_layers, num_experts, stage, ep_rank);
 }
 
 
-// The inputs of step k of the main job: grads from the seed and each parameter's name (so that
+// The inputs of step `step` of the main job: grads from the seed and each parameter's name (so that
 // a parameter gets the same gradient on every rank that holds it, and the experts of different
 // EP ranks different ones), lr 1e-3, weight decay 0.1 for even groups and 0 for odd ones (as at
 // construction).
-model::StepInputs main_job_step(const model::CaseSpec& c, uint64_t seed, int k) {
+model::StepInputs main_job_step(const model::CaseSpec& spec, uint64_t seed, int step) {
   model::StepInputs in;
-  for (const auto& p : c.params) {
+  for (const auto& p : spec.params) {
     uint64_t name_hash = 0xcbf29ce484222325ull;
     for (unsigned char ch : p.name) name_hash = (name_hash ^ ch) * 0x100000001b3ull;
-    SplitMix64 rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(k + 1)) ^ name_hash);
+    SplitMix64 rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step + 1)) ^ name_hash);
     std::vector<float> g(static_cast<size_t>(p.numel()));
     for (float& x : g) x = rng.symmetric_unit() * 0.01f;
     in.grads.push_back(std::move(g));
   }
-  for (int g = 0; g < c.num_groups(); ++g) {
+  for (int g = 0; g < spec.num_groups(); ++g) {
     in.group_hyper.push_back(model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, g % 2 == 0 ? 0.1 : 0.0});
   }
   return in;

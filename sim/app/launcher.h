@@ -51,6 +51,6 @@ int pick_free_port(const std::string& addr);
 LaunchResult launch_local(const LaunchSpec& spec);
 // One line per rank that did not exit 0 ("rank 3: exit status 1", "rank 5: killed by signal 15
 // (stopped by the launcher after rank 3 failed)"), plus a timeout line; empty when all passed.
-std::vector<std::string> describe_failures(const LaunchResult& r, double timeout_s);
+std::vector<std::string> describe_failures(const LaunchResult& result, double timeout_s);
 
 }  // namespace sc::sim

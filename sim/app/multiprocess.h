@@ -22,29 +22,29 @@ namespace sc::sim {
 
 struct CliOptions;
 
-// The part of gradient value `g` that DP rank `k` of `n` contributes. The parts cut g's
-// significand into disjoint bit fields (rank 0 takes the leading bits; zeros, subnormals,
-// infinities and NaN go whole to rank 0, the others add a zero of g's sign), so the sum of any
-// subset is exactly representable and every summation order yields exactly g (a NaN comes back
-// a NaN, quieted if it was signalling).
-float grad_part(float g, int k, int n);
+// The part of gradient value `grad` that DP rank `rank` of `ranks` contributes. The parts cut
+// grad's significand into disjoint bit fields (rank 0 takes the leading bits; zeros, subnormals,
+// infinities and NaN go whole to rank 0, the others add a zero of grad's sign), so the sum of any
+// subset is exactly representable and every summation order yields exactly grad (a NaN comes
+// back a NaN, quieted if it was signalling).
+float grad_part(float grad, int rank, int ranks);
 
-// Empty when `o` is a valid multi-process run (one variant, EP 1, processes = pp * dp, ...),
+// Empty when `options` is a valid multi-process run (one variant, EP 1, processes = pp * dp, ...),
 // else the message (exit status 2).
-std::optional<std::string> check_multi_process_options(const CliOptions& o);
+std::optional<std::string> check_multi_process_options(const CliOptions& options);
 
 // The FNV-1a digests of the full parameters of `rank` after each step of the in-process mode
 // (DP ranks of its stage built and stepped in this process, each parameter assembled from the
 // pieces their owners updated); or the construction error of the first rank that fails.
-std::variant<std::vector<uint64_t>, std::string> in_process_param_digests(const CliOptions& o,
+std::variant<std::vector<uint64_t>, std::string> in_process_param_digests(const CliOptions& options,
                                                                           int rank);
 
 // --processes=N: starts N ranks of this very binary on 127.0.0.1 and waits for them; the exit
 // status is 0 when every rank passed, 1 when one failed or the timeout passed, 2 on bad input.
-int run_local_launcher(const CliOptions& o, std::ostream& out, std::ostream& err);
+int run_local_launcher(const CliOptions& options, std::ostream& out, std::ostream& err);
 
 // --multi-process: runs one rank (RANK and the rest from the environment); the exit status is 0
 // when its checks passed, 1 when a check, a construction or a collective failed, 2 on bad input.
-int run_worker(const CliOptions& o, std::ostream& out, std::ostream& err);
+int run_worker(const CliOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace sc::sim

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "sim/input/args.h"
 #include "sim/port/behaviour.h"
 
 namespace sc::sim {
@@ -77,12 +78,6 @@ std::optional<int64_t> parse_byte_size(const std::string& text) {
 }
 
 namespace {
-
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
-  return s;
-}
 
 // The options that take a value, which may also come as the next argument.
 const std::set<std::string> kValueOptions{

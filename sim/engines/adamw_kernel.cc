@@ -124,11 +124,11 @@ const Dispatch& dispatch() {
 
 }  // namespace
 
-void adamw_step_span(float* __restrict p, const float* __restrict g, float* __restrict m,
-                     float* __restrict v, int64_t n, const AdamWScalars& s,
-                     bool fused_multiply_add) {
-  if (n <= 0) return;
-  dispatch().fn(p, g, m, v, n, s, fused_multiply_add);
+void adamw_step_span(float* __restrict param, const float* __restrict grad,
+                     float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t count,
+                     const AdamWScalars& scalars, bool fused_multiply_add) {
+  if (count <= 0) return;
+  dispatch().fn(param, grad, exp_avg, exp_avg_sq, count, scalars, fused_multiply_add);
 }
 
 const char* adamw_kernel_isa() { return dispatch().isa; }

@@ -25,12 +25,12 @@ struct AdamWScalars {
 AdamWScalars adamw_scalars(double lr, double beta1, double beta2, double eps, double weight_decay,
                            int64_t step);
 
-// One step over elements [0, n) in place. `fused_multiply_add`: the two multiply-adds (moment
+// One step over elements [0, count) in place. `fused_multiply_add`: the two multiply-adds (moment
 // updates) round once, as LibTorch's AVX2/AVX-512 kernels do; otherwise twice, as its default
-// kernel does. Bit-identical to LibTorch's step in that mode for every n, 0 included.
-void adamw_step_span(float* __restrict p, const float* __restrict g, float* __restrict m,
-                     float* __restrict v, int64_t n, const AdamWScalars& s,
-                     bool fused_multiply_add);
+// kernel does. Bit-identical to LibTorch's step in that mode for every count, 0 included.
+void adamw_step_span(float* __restrict param, const float* __restrict grad,
+                     float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t count,
+                     const AdamWScalars& scalars, bool fused_multiply_add);
 
 // The instruction set the kernel dispatches to on this CPU: "avx512", "avx2" or "baseline".
 const char* adamw_kernel_isa();

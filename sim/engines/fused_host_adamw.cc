@@ -155,13 +155,13 @@ std::vector<FusedHostAdamW::Span> FusedHostAdamW::begin_external_step(
   return spans;
 }
 
-void FusedHostAdamW::step_span(const Span& span, const float* g, int64_t lo, int64_t hi) {
+void FusedHostAdamW::step_span(const Span& span, const float* grad, int64_t lo, int64_t hi) {
   const bool fused = *torch_adamw_fuses_multiply_adds();
   float* p = span.param.data_ptr<float>();
   float* m = span.exp_avg.data_ptr<float>();
   float* v = span.exp_avg_sq.data_ptr<float>();
   at::parallel_for(lo, hi, kGrain, [&](int64_t begin, int64_t end) {
-    adamw_step_span(p + begin, g + (begin - lo), m + begin, v + begin, end - begin, span.scalars,
+    adamw_step_span(p + begin, grad + (begin - lo), m + begin, v + begin, end - begin, span.scalars,
                     fused);
   });
 }

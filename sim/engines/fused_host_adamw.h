@@ -41,9 +41,9 @@ class FusedHostAdamW : public torch::optim::AdamW {
   // for every parameter `has_grad` accepts, in group order, the state is made at the first step
   // and the count advanced, as step() does.
   std::vector<Span> begin_external_step(const std::function<bool(const torch::Tensor&)>& has_grad);
-  // Elements [lo, hi) of `span`'s step with grads `g` (g[0] is element lo), multi-threaded:
+  // Elements [lo, hi) of `span`'s step with grads `grad` (grad[0] is element lo), multi-threaded:
   // bit-identical to step() over those elements.
-  static void step_span(const Span& span, const float* g, int64_t lo, int64_t hi);
+  static void step_span(const Span& span, const float* grad, int64_t lo, int64_t hi);
   // False when the last step() ran LibTorch's own step instead of the fused pass.
   bool last_step_was_fused() const { return last_step_fused_; }
   // Fused passes taken by every FusedHostAdamW of the process (a check that a run used them).

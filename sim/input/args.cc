@@ -35,4 +35,10 @@ std::variant<std::vector<Arg>, std::string> split_args(const std::vector<std::st
   return out;
 }
 
+std::string join(const std::vector<std::string>& parts, const char* separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
+  return out;
+}
+
 }  // namespace sc::sim

@@ -31,4 +31,7 @@ std::variant<std::vector<Arg>, std::string> split_args(const std::vector<std::st
                                                        const std::set<std::string>& value_options,
                                                        const std::set<std::string>& flags);
 
+// `parts` joined with `separator` between them, for messages ("a, b, c").
+std::string join(const std::vector<std::string>& parts, const char* separator);
+
 }  // namespace sc::sim

@@ -228,8 +228,8 @@ std::optional<TpSplit> parse_tp_split(const std::string& text) {
   return std::nullopt;
 }
 
-const char* tp_split_name(TpSplit s) {
-  return s == TpSplit::kColumn ? "column" : s == TpSplit::kRow ? "row" : "none";
+const char* tp_split_name(TpSplit name) {
+  return name == TpSplit::kColumn ? "column" : name == TpSplit::kRow ? "row" : "none";
 }
 
 // Megatron's PipelineParallelLayerLayout.parse_str_to_list (pipeline_parallel_layer_layout.py
@@ -509,55 +509,56 @@ std::optional<std::string> even_plan(const WorldSizes& world, int num_layers, Pi
 
 }  // namespace
 
-std::variant<PipelinePlan, std::string> pipeline_plan(const WorldSizes& w, int num_layers,
+std::variant<PipelinePlan, std::string> pipeline_plan(const WorldSizes& world, int num_layers,
                                                       bool mtp) {
   PipelinePlan plan;
-  plan.layers.assign(w.pp, std::vector<std::pair<int, int>>(w.vpp));
-  plan.mtp_stage = w.pp - 1;
-  plan.mtp_chunk = w.vpp - 1;
-  const bool uneven = w.first_stage_layers > 0 || w.last_stage_layers > 0;
+  plan.layers.assign(world.pp, std::vector<std::pair<int, int>>(world.vpp));
+  plan.mtp_stage = world.pp - 1;
+  plan.mtp_chunk = world.vpp - 1;
+  const bool uneven = world.first_stage_layers > 0 || world.last_stage_layers > 0;
   std::optional<std::string> why;
-  if (!w.pipeline_layout.empty()) {
+  if (!world.pipeline_layout.empty()) {
     // transformer_config.py lines 2400-2416: a layout excludes the uneven split.
     if (uneven) {
       return std::string("a pipeline layout cannot be combined with first/last stage layer "
                          "counts (Megatron: pipeline_model_parallel_layout cannot be set with "
                          "other pipeline layout arguments)");
     }
-    why = layout_plan(w, num_layers, mtp, plan);
+    why = layout_plan(world, num_layers, mtp, plan);
   } else if (uneven) {
-    why = uneven_plan(w, num_layers, plan);
+    why = uneven_plan(world, num_layers, plan);
   } else {
-    why = even_plan(w, num_layers, plan);
+    why = even_plan(world, num_layers, plan);
   }
   if (why) return *why;
   return plan;
 }
 
-std::optional<std::string> validate_world(const WorldSizes& w, int num_layers, bool mtp) {
+std::optional<std::string> validate_world(const WorldSizes& world, int num_layers, bool mtp) {
   std::ostringstream err;
-  if (w.pp < 1 || w.vpp < 1 || w.ep < 1 || w.dp < 1 || w.tp < 1) {
-    err << "parallel sizes must be at least 1 (tp=" << w.tp << " pp=" << w.pp << " vpp=" << w.vpp
-        << " ep=" << w.ep << " dp=" << w.dp << ")";
-  } else if (w.dp % w.ep != 0) {
-    err << "expert-parallel size " << w.ep << " must divide the data-parallel size " << w.dp;
-  } else if (w.vpp > 1 && w.pp == 1) {
-    err << "virtual pipeline size " << w.vpp << " needs a pipeline size above 1";
-  } else if (w.pp > num_layers && w.pipeline_layout.empty()) {
-    err << "pp = " << w.pp << " exceeds the " << num_layers << " decoder layers";
+  if (world.pp < 1 || world.vpp < 1 || world.ep < 1 || world.dp < 1 || world.tp < 1) {
+    err << "parallel sizes must be at least 1 (tp=" << world.tp << " pp=" << world.pp
+        << " vpp=" << world.vpp << " ep=" << world.ep << " dp=" << world.dp << ")";
+  } else if (world.dp % world.ep != 0) {
+    err << "expert-parallel size " << world.ep << " must divide the data-parallel size "
+        << world.dp;
+  } else if (world.vpp > 1 && world.pp == 1) {
+    err << "virtual pipeline size " << world.vpp << " needs a pipeline size above 1";
+  } else if (world.pp > num_layers && world.pipeline_layout.empty()) {
+    err << "pp = " << world.pp << " exceeds the " << num_layers << " decoder layers";
   } else {
-    auto plan = pipeline_plan(w, num_layers, mtp);
+    auto plan = pipeline_plan(world, num_layers, mtp);
     if (auto* why = std::get_if<std::string>(&plan)) return *why;
     return std::nullopt;
   }
   return err.str();
 }
 
-std::pair<int, int> chunk_layers(const WorldSizes& w, int num_layers, int chunk) {
-  auto plan = pipeline_plan(w, num_layers, true);
-  if (plan.index() == 1) plan = pipeline_plan(w, num_layers, false);
+std::pair<int, int> chunk_layers(const WorldSizes& world, int num_layers, int chunk) {
+  auto plan = pipeline_plan(world, num_layers, true);
+  if (plan.index() == 1) plan = pipeline_plan(world, num_layers, false);
   if (auto* why = std::get_if<std::string>(&plan)) throw std::invalid_argument(*why);
-  return std::get<PipelinePlan>(plan).layers[chunk % w.pp][chunk / w.pp];
+  return std::get<PipelinePlan>(plan).layers[chunk % world.pp][chunk / world.pp];
 }
 
 std::optional<std::string> validate_tp(const std::vector<InventoryParam>& full_size, int tp) {
@@ -578,29 +579,29 @@ std::optional<std::string> validate_tp(const std::vector<InventoryParam>& full_s
   return std::nullopt;
 }
 
-std::vector<int64_t> tp_shape(const InventoryParam& p, int tp) {
-  std::vector<int64_t> shape = p.spec.shape;
-  const size_t dim = p.tp_split == TpSplit::kColumn ? 0 : 1;
-  if (p.tp_split != TpSplit::kNone && dim < shape.size()) {
+std::vector<int64_t> tp_shape(const InventoryParam& param, int tp) {
+  std::vector<int64_t> shape = param.spec.shape;
+  const size_t dim = param.tp_split == TpSplit::kColumn ? 0 : 1;
+  if (param.tp_split != TpSplit::kNone && dim < shape.size()) {
     shape[dim] = std::max<int64_t>(1, shape[dim] / tp);
   }
   return shape;
 }
 
 std::vector<model::ParamSpec> stage_params(const std::vector<InventoryParam>& inventory,
-                                           const WorldSizes& w, int num_layers, int stage,
+                                           const WorldSizes& world, int num_layers, int stage,
                                            int ep_rank, int num_experts) {
   bool mtp = false;
   for (const InventoryParam& p : inventory) mtp |= p.layer == -3;
-  auto planned = pipeline_plan(w, num_layers, mtp);
+  auto planned = pipeline_plan(world, num_layers, mtp);
   if (auto* why = std::get_if<std::string>(&planned)) throw std::invalid_argument(*why);
   const PipelinePlan& plan = std::get<PipelinePlan>(planned);
   std::vector<model::ParamSpec> out;
-  const int experts_per_rank = std::max(1, num_experts / w.ep);
-  for (int v = 0; v < w.vpp; ++v) {
+  const int experts_per_rank = std::max(1, num_experts / world.ep);
+  for (int v = 0; v < world.vpp; ++v) {
     const auto [first, last] = plan.layers[stage][v];
     const bool first_chunk = stage == 0 && v == 0;
-    const bool last_chunk = stage == w.pp - 1 && v == w.vpp - 1;
+    const bool last_chunk = stage == world.pp - 1 && v == world.vpp - 1;
     const bool mtp_chunk = stage == plan.mtp_stage && v == plan.mtp_chunk;
     for (const InventoryParam& p : inventory) {
       const bool here = (p.layer >= first && p.layer < last) || (p.layer == -1 && first_chunk) ||
@@ -608,7 +609,7 @@ std::vector<model::ParamSpec> stage_params(const std::vector<InventoryParam>& in
       if (!here) continue;
       if (p.expert >= 0 && p.expert / experts_per_rank != ep_rank) continue;
       model::ParamSpec s = p.spec;
-      s.shape = tp_shape(p, w.tp);
+      s.shape = tp_shape(p, world.tp);
       s.chunk = v;
       out.push_back(std::move(s));
     }

@@ -32,7 +32,7 @@ TpSplit default_tp_split(const std::string& name);
 // "none", "column", "row" or "vocab" (a column split) as a TpSplit; nullopt otherwise.
 std::optional<TpSplit> parse_tp_split(const std::string& text);
 // The name parse_tp_split reads back ("none", "column" or "row").
-const char* tp_split_name(TpSplit s);
+const char* tp_split_name(TpSplit name);
 
 // A parameter of the whole model, before pipeline and expert splitting.
 struct InventoryParam {
@@ -88,27 +88,28 @@ struct PipelinePlan {
 // L, '|' between stages, "(...)*n" and "x*n" repeat, commas ignored) as one string of layer
 // characters per virtual stage, in list order; or why it is malformed.
 std::variant<std::vector<std::string>, std::string> parse_pipeline_layout(const std::string& text);
-// Megatron's assignment of `num_layers` decoder layers to (stage, virtual chunk) under `w`:
+// Megatron's assignment of `num_layers` decoder layers to (stage, virtual chunk) under `world`:
 // a layout, an uneven first/last stage, or the even split, with the error Megatron raises
 // when the layers do not divide (`mtp`: whether the model has MTP layers, for a layout).
-std::variant<PipelinePlan, std::string> pipeline_plan(const WorldSizes& w, int num_layers,
+std::variant<PipelinePlan, std::string> pipeline_plan(const WorldSizes& world, int num_layers,
                                                       bool mtp = false);
-// Empty when `w` is a possible world for `num_layers` decoder layers, else why not.
-std::optional<std::string> validate_world(const WorldSizes& w, int num_layers, bool mtp = false);
+// Empty when `world` is a possible world for `num_layers` decoder layers, else why not.
+std::optional<std::string> validate_world(const WorldSizes& world, int num_layers,
+                                          bool mtp = false);
 // The decoder layers of global virtual chunk `chunk` (= v * pp + stage): [first, last).
 // Requires a valid world.
-std::pair<int, int> chunk_layers(const WorldSizes& w, int num_layers, int chunk);
+std::pair<int, int> chunk_layers(const WorldSizes& world, int num_layers, int chunk);
 // Empty when w.tp divides every dimension TP splits in `full_size` (the model at scale 1),
 // else the first parameter it does not divide, named.
 std::optional<std::string> validate_tp(const std::vector<InventoryParam>& full_size, int tp);
-// `p`'s shape on a TP rank: the split dimension divided by tp (rounded down, never below 1:
+// `param`'s shape on a TP rank: the split dimension divided by tp (rounded down, never below 1:
 // at a scale the full-size check, validate_tp, is what guarantees the split).
-std::vector<int64_t> tp_shape(const InventoryParam& p, int tp);
+std::vector<int64_t> tp_shape(const InventoryParam& param, int tp);
 // The parameters held by TP rank 0 of pipeline stage `stage` and expert-parallel rank
-// `ep_rank`, with ParamSpec::chunk set to the local virtual chunk and shapes sharded by w.tp;
+// `ep_rank`, with ParamSpec::chunk set to the local virtual chunk and shapes sharded by world.tp;
 // experts keep their global index in the name. Requires a valid world.
 std::vector<model::ParamSpec> stage_params(const std::vector<InventoryParam>& inventory,
-                                           const WorldSizes& w, int num_layers, int stage,
+                                           const WorldSizes& world, int num_layers, int stage,
                                            int ep_rank, int num_experts);
 
 }  // namespace sc::sim

@@ -28,10 +28,10 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
-std::string svg_number(double v) {
-  if (!std::isfinite(v)) return "0";
+std::string svg_number(double value) {
+  if (!std::isfinite(value)) return "0";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
+  std::snprintf(buf, sizeof buf, "%.1f", value);
   std::string s = buf;
   while (!s.empty() && s.back() == '0') s.pop_back();
   if (!s.empty() && s.back() == '.') s.pop_back();
@@ -86,10 +86,10 @@ void SvgWriter::text_element(const std::string& tag, const Attrs& attrs, std::st
   out_ += "<" + tag + attrs_text(attrs) + ">" + xml_escape(text) + "</" + tag + ">\n";
 }
 
-void SvgWriter::rect(double x, double y, double w, double h, const Attrs& extra,
+void SvgWriter::rect(double left, double top, double width, double height, const Attrs& extra,
                      const std::string& title) {
-  Attrs a{{"x", svg_number(x)}, {"y", svg_number(y)}, {"width", svg_number(w)},
-          {"height", svg_number(h)}};
+  Attrs a{{"x", svg_number(left)}, {"y", svg_number(top)}, {"width", svg_number(width)},
+          {"height", svg_number(height)}};
   a.insert(a.end(), extra.begin(), extra.end());
   if (title.empty()) {
     empty("rect", a);
@@ -108,12 +108,12 @@ void SvgWriter::line(double x1, double y1, double x2, double y2, const std::stri
                  {"stroke-width", svg_number(width)}});
 }
 
-void SvgWriter::text(double x, double y, std::string_view s, double font_px, const Attrs& extra,
-                     const std::string& anchor) {
-  Attrs a{{"x", svg_number(x)}, {"y", svg_number(y)}, {"font-size", svg_number(font_px)}};
+void SvgWriter::text(double left, double top, std::string_view text, double font_px,
+                     const Attrs& extra, const std::string& anchor) {
+  Attrs a{{"x", svg_number(left)}, {"y", svg_number(top)}, {"font-size", svg_number(font_px)}};
   if (anchor != "start") a.emplace_back("text-anchor", anchor);
   a.insert(a.end(), extra.begin(), extra.end());
-  text_element("text", a, s);
+  text_element("text", a, text);
 }
 
 std::string SvgWriter::finish(double width, double height) {

@@ -18,8 +18,8 @@ namespace sc::sim {
 
 // `text` with & < > " ' replaced by their entities.
 std::string xml_escape(std::string_view text);
-// `v` with at most one decimal and no trailing zeros ("12.5", "3").
-std::string svg_number(double v);
+// `value` with at most one decimal and no trailing zeros ("12.5", "3").
+std::string svg_number(double value);
 // Width in pixels a sans-serif `text` of `font_px` takes at most (a conservative estimate).
 double text_width(std::string_view text, double font_px);
 
@@ -39,12 +39,12 @@ class SvgWriter {
   // An element holding only `text` (escaped).
   void text_element(const std::string& tag, const Attrs& attrs, std::string_view text);
   // <rect>, with an optional <title> tooltip.
-  void rect(double x, double y, double w, double h, const Attrs& extra,
+  void rect(double left, double top, double width, double height, const Attrs& extra,
             const std::string& title = "");
   // <line>.
   void line(double x1, double y1, double x2, double y2, const std::string& stroke, double width);
-  // <text> at (x, y) of `font_px` pixels; `anchor` start, middle or end.
-  void text(double x, double y, std::string_view s, double font_px, const Attrs& extra = {},
+  // <text> at (left, top) of `font_px` pixels; `anchor` start, middle or end.
+  void text(double left, double top, std::string_view text, double font_px, const Attrs& extra = {},
             const std::string& anchor = "start");
   // The finished document of `width` x `height` pixels (closes what is still open).
   std::string finish(double width, double height);

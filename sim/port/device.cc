@@ -22,9 +22,9 @@ torch::Device pick_device() {
   return cpu_fallback_reason().empty() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
 }
 
-std::string megatron_type(const torch::Tensor& t, const torch::Device& accelerator) {
+std::string megatron_type(const torch::Tensor& tensor, const torch::Device& accelerator) {
   std::string scalar;
-  switch (t.scalar_type()) {
+  switch (tensor.scalar_type()) {
     case torch::kFloat:
       scalar = "FloatTensor";
       break;
@@ -38,9 +38,9 @@ std::string megatron_type(const torch::Tensor& t, const torch::Device& accelerat
       scalar = "DoubleTensor";
       break;
     default:
-      scalar = std::string(c10::toString(t.scalar_type())) + "Tensor";
+      scalar = std::string(c10::toString(tensor.scalar_type())) + "Tensor";
   }
-  const bool on_accelerator = t.device().type() == accelerator.type();
+  const bool on_accelerator = tensor.device().type() == accelerator.type();
   return (on_accelerator ? "torch.cuda." : "torch.") + scalar;
 }
 

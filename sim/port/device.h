@@ -15,8 +15,8 @@ namespace sc::sut {
 torch::Device pick_device();
 // Why pick_device() returned CPU ("" when it returned CUDA).
 std::string cpu_fallback_reason();
-// Python's `tensor.type()` for `t`, with `accelerator` standing for "cuda".
-std::string megatron_type(const torch::Tensor& t, const torch::Device& accelerator);
+// Python's `tensor.type()` for `tensor`, with `accelerator` standing for "cuda".
+std::string megatron_type(const torch::Tensor& tensor, const torch::Device& accelerator);
 // LibTorch version string, e.g. "1.13.1".
 std::string torch_version();
 

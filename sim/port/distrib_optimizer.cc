@@ -15,7 +15,6 @@ namespace sc::sut {
 
 namespace {
 
-const void* key(const torch::Tensor& t) { return t.unsafeGetTensorImpl(); }
 
 // `_build_model_gbuf_param_range_map`.
 BucketRangeMap build_model_gbuf_param_range_map(const PerBufferParamLayout& layout,
@@ -85,14 +84,14 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
   // Identity of a model parameter: its TensorImpl, as Python dicts key by the Parameter.
   std::map<const void*, int> param_index;
   for (int i = 0; i < static_cast<int>(model_params_.size()); ++i) {
-    param_index[key(model_params_[i].param)] = i;
+    param_index[tensor_key(model_params_[i].param)] = i;
   }
   auto& groups = optimizer_->param_groups();
   std::map<int, int> world_param_group_map;  // model param -> inner group
   for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
     for (const auto& p : groups[g].params()) {
       TORCH_CHECK(p.requires_grad(), "inner optimizer param does not require grad");
-      auto it = param_index.find(key(p));
+      auto it = param_index.find(tensor_key(p));
       TORCH_CHECK(it != param_index.end(), "inner optimizer holds a tensor that is no model param");
       world_param_group_map[it->second] = g;
     }

@@ -35,7 +35,7 @@ struct Range {
   int64_t start = 0;
   int64_t end = 0;
   int64_t size() const { return end - start; }
-  Range normalize(int64_t s) const { return Range{s, s + size()}; }
+  Range normalize(int64_t start) const { return Range{start, start + size()}; }
 };
 
 // The four ranges of one param on one rank.
@@ -70,9 +70,9 @@ struct GroupKey {
   double lr_mult = 1.0;
   bool is_expert_parallel = false;
   bool is_decoupled_lr = false;
-  bool operator<(const GroupKey& o) const {
+  bool operator<(const GroupKey& other) const {
     return std::tie(wd_mult, lr_mult, is_expert_parallel, is_decoupled_lr) <
-           std::tie(o.wd_mult, o.lr_mult, o.is_expert_parallel, o.is_decoupled_lr);
+           std::tie(other.wd_mult, other.lr_mult, other.is_expert_parallel, other.is_decoupled_lr);
   }
 };
 

@@ -23,32 +23,33 @@ constexpr int64_t kBlock = 8;
 constexpr size_t kTensorsPerBatch = 64;
 }  // namespace
 
-void fused_adam_cpu(float* p, const float* g, float* m, float* v, int64_t n, float lr,
-                    float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
-                    bool mutant_tail_momentum) {
+void fused_adam_cpu(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                    int64_t count, float lr, float beta1, float beta2, float eps,
+                    float weight_decay, float bc1, float bc2, bool mutant_tail_momentum) {
   auto element = [&](int64_t i, bool tail) {
-    const float gi = g[i];
+    const float gi = grad[i];
     // DS-01: the tail loop multiplied the first moment by itself times beta1.
-    m[i] = (tail && mutant_tail_momentum ? beta1 * m[i] * m[i] : beta1 * m[i]) +
-           (1.0f - beta1) * gi;
-    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    const float m_hat = m[i] / bc1;
-    const float v_hat = v[i] / bc2;
+    exp_avg[i] =
+        (tail && mutant_tail_momentum ? beta1 * exp_avg[i] * exp_avg[i] : beta1 * exp_avg[i]) +
+        (1.0f - beta1) * gi;
+    exp_avg_sq[i] = beta2 * exp_avg_sq[i] + (1.0f - beta2) * gi * gi;
+    const float m_hat = exp_avg[i] / bc1;
+    const float v_hat = exp_avg_sq[i] / bc2;
     const float denom = std::sqrt(v_hat) + eps;
-    const float update = m_hat / denom + weight_decay * p[i];
-    p[i] = p[i] - lr * update;
+    const float update = m_hat / denom + weight_decay * param[i];
+    param[i] = param[i] - lr * update;
   };
-  const int64_t body = n - n % kBlock;
+  const int64_t body = count - count % kBlock;
   for (int64_t b = 0; b < body; b += kBlock) {
     for (int64_t i = b; i < b + kBlock; ++i) element(i, false);
   }
-  for (int64_t i = body; i < n; ++i) element(i, true);
+  for (int64_t i = body; i < count; ++i) element(i, true);
 }
 
 FusedAdam::FusedAdam(std::vector<torch::optim::OptimizerParamGroup> groups,
-                     const FusedAdamOptions& d, const TensorAttrs* attrs,
+                     const FusedAdamOptions& defaults, const TensorAttrs* attrs,
                      const FusedAdamFlags& flags, const Behaviour& behaviour)
-    : torch::optim::Optimizer(std::move(groups), std::make_unique<FusedAdamOptions>(d)),
+    : torch::optim::Optimizer(std::move(groups), std::make_unique<FusedAdamOptions>(defaults)),
       attrs_(attrs),
       flags_(flags),
       behaviour_(behaviour) {
@@ -56,73 +57,74 @@ FusedAdam::FusedAdam(std::vector<torch::optim::OptimizerParamGroup> groups,
   flags_.store_param_remainders = flags.store_param_remainders && flags.master_weights;
 }
 
-bool FusedAdam::keeps_remainders(const torch::Tensor& p) const {
-  return flags_.store_param_remainders && p.scalar_type() == torch::kBFloat16;
+bool FusedAdam::keeps_remainders(const torch::Tensor& param) const {
+  return flags_.store_param_remainders && param.scalar_type() == torch::kBFloat16;
 }
 
-const FusedAdamState* FusedAdam::state_of(const torch::Tensor& p) const {
-  auto it = state_.find(state_key(p));
+const FusedAdamState* FusedAdam::state_of(const torch::Tensor& param) const {
+  auto it = state_.find(state_key(param));
   return it == state_.end() ? nullptr : static_cast<const FusedAdamState*>(it->second.get());
 }
 
-void FusedAdam::set_state(const torch::Tensor& p, torch::Tensor exp_avg, torch::Tensor exp_avg_sq) {
+void FusedAdam::set_state(const torch::Tensor& param, torch::Tensor exp_avg,
+                          torch::Tensor exp_avg_sq) {
   auto s = std::make_unique<FusedAdamState>();
   s->exp_avg(std::move(exp_avg));
   s->exp_avg_sq(std::move(exp_avg_sq));
-  state_[state_key(p)] = std::move(s);
+  state_[state_key(param)] = std::move(s);
 }
 
-void FusedAdam::initialize_state(const torch::Tensor& p) {
+void FusedAdam::initialize_state(const torch::Tensor& param) {
   auto s = std::make_unique<FusedAdamState>();
-  s->exp_avg(torch::zeros_like(p, torch::kFloat));
-  s->exp_avg_sq(torch::zeros_like(p, torch::kFloat));
+  s->exp_avg(torch::zeros_like(param, torch::kFloat));
+  s->exp_avg_sq(torch::zeros_like(param, torch::kFloat));
   if (flags_.master_weights) {
     // Remainders start at zero (the master is the parameter); else a clone of the parameter.
-    s->master_param(keeps_remainders(p) ? torch::zeros_like(p, torch::kShort)
-                                        : p.detach().clone().to(torch::kFloat));
+    s->master_param(keeps_remainders(param) ? torch::zeros_like(param, torch::kShort)
+                                            : param.detach().clone().to(torch::kFloat));
   }
-  state_[state_key(p)] = std::move(s);
+  state_[state_key(param)] = std::move(s);
 }
 
-void FusedAdam::set_master_state(const torch::Tensor& p, const torch::Tensor& v) {
-  auto it = state_.find(state_key(p));
+void FusedAdam::set_master_state(const torch::Tensor& param, const torch::Tensor& value) {
+  auto it = state_.find(state_key(param));
   if (it == state_.end()) {
-    initialize_state(p);
-    it = state_.find(state_key(p));
+    initialize_state(param);
+    it = state_.find(state_key(param));
   }
   auto& s = static_cast<FusedAdamState&>(*it->second);
   TORCH_CHECK(s.master_param().defined(), "FusedAdam: no master_param without master weights");
-  TORCH_CHECK(v.scalar_type() == (keeps_remainders(p) ? torch::kShort : torch::kFloat),
+  TORCH_CHECK(value.scalar_type() == (keeps_remainders(param) ? torch::kShort : torch::kFloat),
               "FusedAdam: master_param of the wrong dtype");
   torch::NoGradGuard no_grad;
-  s.master_param().copy_(v);
+  s.master_param().copy_(value);
 }
 
-void FusedAdam::load_state_entry(const torch::Tensor& p, const torch::Tensor& exp_avg,
+void FusedAdam::load_state_entry(const torch::Tensor& param, const torch::Tensor& exp_avg,
                                  const torch::Tensor& exp_avg_sq, const torch::Tensor& master) {
   torch::NoGradGuard no_grad;
   auto s = std::make_unique<FusedAdamState>();
-  s->exp_avg(torch::empty_like(p, torch::kFloat).copy_(exp_avg));
-  s->exp_avg_sq(torch::empty_like(p, torch::kFloat).copy_(exp_avg_sq));
+  s->exp_avg(torch::empty_like(param, torch::kFloat).copy_(exp_avg));
+  s->exp_avg_sq(torch::empty_like(param, torch::kFloat).copy_(exp_avg_sq));
   if (master.defined()) {
-    if (keeps_remainders(p)) {
+    if (keeps_remainders(param)) {
       TORCH_CHECK(master.scalar_type() == torch::kShort,
                   "AssertionError: remainders of a bf16 master must be int16");
-      s->master_param(torch::zeros_like(p, torch::kShort).copy_(master));
+      s->master_param(torch::zeros_like(param, torch::kShort).copy_(master));
     } else {
-      s->master_param(torch::empty_like(p, torch::kFloat).copy_(master.to(torch::kFloat)));
+      s->master_param(torch::empty_like(param, torch::kFloat).copy_(master.to(torch::kFloat)));
     }
   }
-  state_[state_key(p)] = std::move(s);
+  state_[state_key(param)] = std::move(s);
 }
 
-torch::Tensor FusedAdam::master_of(const torch::Tensor& p) const {
-  const FusedAdamState* s = state_of(p);
-  if (p.scalar_type() == torch::kFloat || !s || !s->master_param().defined()) {
-    return p.detach().to(torch::kFloat);
+torch::Tensor FusedAdam::master_of(const torch::Tensor& param) const {
+  const FusedAdamState* s = state_of(param);
+  if (param.scalar_type() == torch::kFloat || !s || !s->master_param().defined()) {
+    return param.detach().to(torch::kFloat);
   }
-  return keeps_remainders(p) ? join_remainder_master(p.detach(), s->master_param())
-                             : s->master_param();
+  return keeps_remainders(param) ? join_remainder_master(param.detach(), s->master_param())
+                                 : s->master_param();
 }
 
 torch::Tensor join_remainder_master(const torch::Tensor& param_bf16, const torch::Tensor& rem) {

@@ -54,29 +54,29 @@ struct FusedAdamFlags {
 
 class FusedAdam : public torch::optim::Optimizer {
  public:
-  FusedAdam(std::vector<torch::optim::OptimizerParamGroup> groups, const FusedAdamOptions& d,
+  FusedAdam(std::vector<torch::optim::OptimizerParamGroup> groups, const FusedAdamOptions& defaults,
             const TensorAttrs* attrs, const FusedAdamFlags& flags, const Behaviour& behaviour);
   torch::Tensor step(LossClosure closure = nullptr) override;
-  // The state of `p`, nullptr before its first step.
-  const FusedAdamState* state_of(const torch::Tensor& p) const;
-  // Replaces exp_avg and exp_avg_sq of `p` (the hybrid optimizer's state sync).
-  void set_state(const torch::Tensor& p, torch::Tensor exp_avg, torch::Tensor exp_avg_sq);
-  // `set_scaled_state(p, "master_param", v)` for fp32 state: copies `v` (fp32, or int16
-  // remainders for a bf16 parameter with store_param_remainders) into the existing state.
-  void set_master_state(const torch::Tensor& p, const torch::Tensor& v);
-  // The fp32 master of `p` as the next step reads it: the fp32 parameter itself, the fp32
+  // The state of `param`, nullptr before its first step.
+  const FusedAdamState* state_of(const torch::Tensor& param) const;
+  // Replaces exp_avg and exp_avg_sq of `param` (the hybrid optimizer's state sync).
+  void set_state(const torch::Tensor& param, torch::Tensor exp_avg, torch::Tensor exp_avg_sq);
+  // `set_scaled_state(param, "master_param", value)` for fp32 state: copies `value` (fp32, or
+  // int16 remainders for a bf16 parameter with store_param_remainders) into the existing state.
+  void set_master_state(const torch::Tensor& param, const torch::Tensor& value);
+  // The fp32 master of `param` as the next step reads it: the fp32 parameter itself, the fp32
   // master_param, or the bf16 parameter joined with its remainders.
-  torch::Tensor master_of(const torch::Tensor& p) const;
-  // `initialize_state(p)`: zero moments and, with master weights, the master from `p`.
-  void initialize_state(const torch::Tensor& p);
+  torch::Tensor master_of(const torch::Tensor& param) const;
+  // `initialize_state(param)`: zero moments and, with master weights, the master from `param`.
+  void initialize_state(const torch::Tensor& param);
   // TE's load_state_dict for one parameter: a fresh entry, each item through set_scaled_state
   // (master: int16 remainders for a remainder-keeping bf16 parameter, else cast to fp32).
-  void load_state_entry(const torch::Tensor& p, const torch::Tensor& exp_avg,
+  void load_state_entry(const torch::Tensor& param, const torch::Tensor& exp_avg,
                         const torch::Tensor& exp_avg_sq, const torch::Tensor& master);
   const FusedAdamFlags& flags() const { return flags_; }
 
  private:
-  bool keeps_remainders(const torch::Tensor& p) const;
+  bool keeps_remainders(const torch::Tensor& param) const;
 
   const TensorAttrs* attrs_;
   FusedAdamFlags flags_;
@@ -93,8 +93,8 @@ void split_remainder_master(const torch::Tensor& master, torch::Tensor& param_bf
                             torch::Tensor& rem);
 
 // Runs the kernel's arithmetic over one fp32 tensor on the CPU (in place); exposed for tests.
-void fused_adam_cpu(float* p, const float* g, float* m, float* v, int64_t n, float lr,
-                    float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
-                    bool mutant_tail_momentum);
+void fused_adam_cpu(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                    int64_t count, float lr, float beta1, float beta2, float eps,
+                    float weight_decay, float bc1, float bc2, bool mutant_tail_momentum);
 
 }  // namespace sc::sut

@@ -10,7 +10,6 @@ namespace sc::sut {
 
 namespace {
 
-const void* key(const torch::Tensor& t) { return t.unsafeGetTensorImpl(); }
 
 const HdoOptions& hdo(const torch::optim::OptimizerOptions& o) {
   return static_cast<const HdoOptions&>(o);
@@ -83,7 +82,7 @@ std::string HybridDeviceOptimizer::label(const torch::Tensor& original) const {
   int index = 0;
   for (const auto& g : param_groups_) {
     for (const auto& p : g.params()) {
-      if (key(p) == key(original)) return "HDO param " + std::to_string(index);
+      if (tensor_key(p) == tensor_key(original)) return "HDO param " + std::to_string(index);
       ++index;
     }
   }
@@ -152,11 +151,11 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
           p = p.pin_memory();
         }
         if (on_host) mark_host(p, accelerator_);
-        param_to_fp32_param_[key(orig)] = p;
+        param_to_fp32_param_[tensor_key(orig)] = p;
       }
       if (cpu_copy) {
-        gpu_params_map_cpu_copy_[key(orig)] = p;
-        cpu_copys_map_gpu_param_[key(p)] = orig;
+        gpu_params_map_cpu_copy_[tensor_key(orig)] = p;
+        cpu_copys_map_gpu_param_[tensor_key(p)] = orig;
       }
       if (p.unsafeGetTensorImpl() != orig.unsafeGetTensorImpl()) {
         streams_->name(p, (cpu_copy ? "host copy of " : "fp32 copy of ") + label(orig));
@@ -175,13 +174,13 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
   }
   for (const auto& g : param_groups_) {
     for (const auto& p : g.params()) {
-      auto f = param_to_fp32_param_.find(key(p));
-      auto c = gpu_params_map_cpu_copy_.find(key(p));
+      auto f = param_to_fp32_param_.find(tensor_key(p));
+      auto c = gpu_params_map_cpu_copy_.find(tensor_key(p));
       torch::Tensor inner = f != param_to_fp32_param_.end()       ? f->second
                             : c != gpu_params_map_cpu_copy_.end() ? c->second
                                                                   : p;
-      param_to_inner_param_[key(p)] = inner;
-      inner_param_to_orig_param_[key(inner)] = p;
+      param_to_inner_param_[tensor_key(p)] = inner;
+      inner_param_to_orig_param_[tensor_key(inner)] = p;
     }
   }
   // `cpu_optimizer_cls` is torch.optim.AdamW; HDO-08 puts the accelerator's class there.
@@ -224,7 +223,7 @@ const torch::optim::OptimizerParamGroup& HybridDeviceOptimizer::hdo_group_of(
     const torch::Tensor& original) const {
   for (const auto& g : param_groups_) {
     for (const auto& p : g.params()) {
-      if (key(p) == key(original)) return g;
+      if (tensor_key(p) == tensor_key(original)) return g;
     }
   }
   TORCH_CHECK(false, "parameter not in any HybridDeviceOptimizer group");
@@ -235,7 +234,7 @@ void HybridDeviceOptimizer::sync_hdo_param_groups_to_sub_optimizers() {
     auto& groups = sub->param_groups();
     for (size_t k = 0; k < groups.size(); ++k) {
       TORCH_CHECK(!groups[k].params().empty(), "sub-optimizer group is empty");
-      const torch::Tensor orig = inner_param_to_orig_param_.at(key(groups[k].params()[0]));
+      const torch::Tensor orig = inner_param_to_orig_param_.at(tensor_key(groups[k].params()[0]));
       // DS-06: take the HDO group by the sub-group's position instead of by its first param.
       const HdoOptions& src =
           behaviour_.mutant_ds06_group_by_position && k < param_groups_.size()
@@ -258,8 +257,8 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads(bool host_grads) {
   if (fp32_update_) {
     for (const auto& g : param_groups_) {
       for (const auto& param : g.params()) {
-        auto it = param_to_fp32_param_.find(key(param));
-        if (it == param_to_fp32_param_.end() || gpu_params_map_cpu_copy_.count(key(param))) {
+        auto it = param_to_fp32_param_.find(tensor_key(param));
+        if (it == param_to_fp32_param_.end() || gpu_params_map_cpu_copy_.count(tensor_key(param))) {
           continue;
         }
         torch::Tensor fp32_param = it->second;
@@ -285,7 +284,7 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads(bool host_grads) {
     // decoupled grad that precision-aware DistributedOptimizer sets.
     for (auto& g : param_groups_) {
       for (auto& param : g.params()) {
-        if (gpu_params_map_cpu_copy_.count(key(param)) || param_to_fp32_param_.count(key(param))) {
+        if (gpu_params_map_cpu_copy_.count(tensor_key(param)) || param_to_fp32_param_.count(tensor_key(param))) {
           continue;
         }
         if (attrs_->has_decoupled_grad(param)) param.mutable_grad() = attrs_->decoupled_grad(param);
@@ -295,16 +294,16 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads(bool host_grads) {
   if (!host_grads) return;  // the offload engine copies them itself
   for (auto& opt : cpu_optimizers_) {
     for_each_param(*opt, [&](torch::Tensor& param) {
-      const torch::Tensor gpu_param = cpu_copys_map_gpu_param_.at(key(param));
+      const torch::Tensor gpu_param = cpu_copys_map_gpu_param_.at(tensor_key(param));
       torch::Tensor grad = attrs_->decoupled_grad_or_grad(gpu_param);
       param.requires_grad_(false);
       if (!grad.defined()) return;
-      auto it = cpu_copy_map_grad_.find(key(param));
+      auto it = cpu_copy_map_grad_.find(tensor_key(param));
       if (it == cpu_copy_map_grad_.end()) {
         auto options = torch::TensorOptions().dtype(param.scalar_type()).device(torch::kCPU);
         if (accelerator_.is_cuda()) options = options.pinned_memory(hdo_defaults().pin_cpu_grads());
         it = cpu_copy_map_grad_
-                 .emplace(key(param), mark_host(torch::empty(param.sizes(), options), accelerator_))
+                 .emplace(tensor_key(param), mark_host(torch::empty(param.sizes(), options), accelerator_))
                  .first;
         streams_->name(it->second, "host grad of " + label(gpu_param));
         param.mutable_grad() = it->second;
@@ -345,8 +344,8 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
     if (fp32_update_) {  // post-step hook: fp32 copies back, on the current stream
       for (const auto& g : param_groups_) {
         for (const auto& param : g.params()) {
-          if (gpu_params_map_cpu_copy_.count(key(param))) continue;
-          auto it = param_to_fp32_param_.find(key(param));
+          if (gpu_params_map_cpu_copy_.count(tensor_key(param))) continue;
+          auto it = param_to_fp32_param_.find(tensor_key(param));
           if (it == param_to_fp32_param_.end()) continue;
           torch::Tensor dst = param.detach(), src = it->second.detach();
           st.enqueue(Streams::kCurrent, "fp32 copy back", {src}, {dst},
@@ -383,10 +382,10 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
     // one; then the current stream waits for them (HDO-01: for an event of the D2H stream).
     st.wait_stream(h2d_stream_, Streams::kCurrent);
     for_each_param(*opt, [&](torch::Tensor& param) {
-      torch::Tensor dst = cpu_copys_map_gpu_param_.at(key(param)).detach(), src = param.detach();
+      torch::Tensor dst = cpu_copys_map_gpu_param_.at(tensor_key(param)).detach(), src = param.detach();
       st.enqueue(h2d_stream_, "H2D copy back", {src}, {dst},
                  [dst, src]() mutable { dst.copy_(src, true); },
-                 pageable_host_copy(src, cpu_copys_map_gpu_param_.at(key(param))));
+                 pageable_host_copy(src, cpu_copys_map_gpu_param_.at(tensor_key(param))));
     });
     const int done = st.record_event(behaviour_.mutant_hdo01_wrong_stream ? d2h_stream_
                                                                           : h2d_stream_);
@@ -406,7 +405,7 @@ bool HybridDeviceOptimizer::pageable_host_copy(const torch::Tensor& src,
 }
 
 torch::Tensor HybridDeviceOptimizer::host_grad_source(const torch::Tensor& inner) const {
-  return attrs_->decoupled_grad_or_grad(cpu_copys_map_gpu_param_.at(key(inner)));
+  return attrs_->decoupled_grad_or_grad(cpu_copys_map_gpu_param_.at(tensor_key(inner)));
 }
 
 int64_t HybridDeviceOptimizer::host_transfer_buffer_bytes() const {
@@ -418,14 +417,14 @@ int64_t HybridDeviceOptimizer::host_transfer_buffer_bytes() const {
 
 const torch::Tensor& HybridDeviceOptimizer::accelerator_param_of(
     const torch::Tensor& host_copy) const {
-  return cpu_copys_map_gpu_param_.at(key(host_copy));
+  return cpu_copys_map_gpu_param_.at(tensor_key(host_copy));
 }
 
 void HybridDeviceOptimizer::check_operands(torch::optim::Optimizer& sub, const std::string& kernel,
                                            Place required) const {
   for_each_param(sub, [&](torch::Tensor& inner) {
     auto named = [&](const std::string& what) {
-      return [&, what] { return what + label(inner_param_to_orig_param_.at(key(inner))); };
+      return [&, what] { return what + label(inner_param_to_orig_param_.at(tensor_key(inner))); };
     };
     require_place(inner, required, accelerator_, kernel, named("the stepped copy of "));
     require_place(inner.grad(), required, accelerator_, kernel, named("the grad of "));
@@ -458,7 +457,7 @@ void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
           st.step = s.step();
           st.step_key = true;
         }
-        state_view_[key(inner_param_to_orig_param_.at(key(inner)))] = st;
+        state_view_[tensor_key(inner_param_to_orig_param_.at(tensor_key(inner)))] = st;
       }
     }
   }
@@ -468,8 +467,8 @@ void HybridDeviceOptimizer::sync_hdo_state_to_sub_optimizers() {
   for (torch::optim::Optimizer* sub : sub_optimizers()) {
     for (auto& g : sub->param_groups()) {
       for (auto& inner : g.params()) {
-        const torch::Tensor orig = inner_param_to_orig_param_.at(key(inner));
-        auto it = state_view_.find(key(orig));
+        const torch::Tensor orig = inner_param_to_orig_param_.at(tensor_key(inner));
+        auto it = state_view_.find(tensor_key(orig));
         if (it == state_view_.end()) continue;
         const HdoParamState& st = it->second;
         if (auto* fused = dynamic_cast<FusedAdam*>(sub)) {
@@ -515,7 +514,7 @@ void HybridDeviceOptimizer::move_new_state_to_right_device() {
     const Place to = host ? Place::kHost : Place::kAccelerator;
     for (auto& g : sub->param_groups()) {
       for (auto& inner : g.params()) {
-        auto it = state_view_.find(key(inner_param_to_orig_param_.at(key(inner))));
+        auto it = state_view_.find(tensor_key(inner_param_to_orig_param_.at(tensor_key(inner))));
         if (it == state_view_.end()) continue;
         // `hdo.state[orig][k] = sub.state[inner][k] = v.to(device)`: one dict, both names.
         HdoParamState& st = it->second;
@@ -573,7 +572,7 @@ HdoStateDict HybridDeviceOptimizer::state_dict() const {
     const HdoOptions& o = hdo(g.options());
     sd.groups.push_back({o.lr(), o.beta1(), o.beta2(), o.eps(), o.weight_decay()});
     for (const auto& p : g.params()) {
-      auto it = state_view_.find(key(p));
+      auto it = state_view_.find(tensor_key(p));
       if (it == state_view_.end()) {
         sd.state.push_back(std::nullopt);
         continue;
@@ -605,7 +604,7 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
       // pre-load hook keys it by the fp32 copy under param_update_in_fp32 (on the host for an
       // offloaded parameter), so it stays fp32. PT-03: it stays where the state dict was mapped.
       const torch::ScalarType dtype = fp32_update_ ? torch::kFloat : p.scalar_type();
-      auto fp32 = param_to_fp32_param_.find(key(p));
+      auto fp32 = param_to_fp32_param_.find(tensor_key(p));
       const torch::Tensor keyed =
           fp32_update_ && fp32 != param_to_fp32_param_.end() ? fp32->second : p;
       auto cast = [&](const torch::Tensor& t) {
@@ -621,7 +620,7 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
       st.exp_avg = cast(st.exp_avg);
       st.exp_avg_sq = cast(st.exp_avg_sq);
       st.master_param = cast(st.master_param);
-      state_view_[key(p)] = st;
+      state_view_[tensor_key(p)] = st;
     }
   }
   // Post-load hook.
@@ -648,13 +647,13 @@ HdoStateDict HybridDeviceOptimizer::mapped_to_host(const HdoStateDict& sd) const
 void HybridDeviceOptimizer::update_fp32_param_by_new_param() {
   for (auto& g : param_groups_) {
     for (auto& p : g.params()) {
-      auto it = param_to_fp32_param_.find(key(p));
+      auto it = param_to_fp32_param_.find(tensor_key(p));
       if (it != param_to_fp32_param_.end()) {
         it->second.detach().copy_(p.detach());
         continue;
       }
       // F3 fix: the host copy of an fp32 original is not in the fp32 map; refresh it too.
-      auto c = gpu_params_map_cpu_copy_.find(key(p));
+      auto c = gpu_params_map_cpu_copy_.find(tensor_key(p));
       if (behaviour_.fix_hdo_reload_refreshes_copies && c != gpu_params_map_cpu_copy_.end()) {
         c->second.detach().copy_(p.detach());
       }
@@ -663,15 +662,15 @@ void HybridDeviceOptimizer::update_fp32_param_by_new_param() {
 }
 
 bool HybridDeviceOptimizer::is_offloaded(const torch::Tensor& original) const {
-  return gpu_params_map_cpu_copy_.count(key(original)) != 0;
+  return gpu_params_map_cpu_copy_.count(tensor_key(original)) != 0;
 }
 
 bool HybridDeviceOptimizer::has_fp32_copy(const torch::Tensor& original) const {
-  return param_to_fp32_param_.count(key(original)) != 0;
+  return param_to_fp32_param_.count(tensor_key(original)) != 0;
 }
 
 torch::Tensor HybridDeviceOptimizer::inner_param(const torch::Tensor& original) const {
-  auto it = param_to_inner_param_.find(key(original));
+  auto it = param_to_inner_param_.find(tensor_key(original));
   TORCH_CHECK(it != param_to_inner_param_.end(), "not a parameter of this optimizer");
   return it->second;
 }
@@ -681,7 +680,7 @@ int HybridDeviceOptimizer::cpu_optimizer_index(const torch::Tensor& original) co
   for (size_t i = 0; i < cpu_optimizers_.size(); ++i) {
     for (const auto& g : cpu_optimizers_[i]->param_groups()) {
       for (const auto& p : g.params()) {
-        if (key(p) == key(inner)) return static_cast<int>(i);
+        if (tensor_key(p) == tensor_key(inner)) return static_cast<int>(i);
       }
     }
   }
@@ -727,7 +726,7 @@ void HybridDeviceOptimizer::set_state_steps(int64_t step) {
 std::map<std::string, torch::Tensor> HybridDeviceOptimizer::state_tensors(
     const torch::Tensor& original) const {
   std::map<std::string, torch::Tensor> out;
-  auto it = state_view_.find(key(original));
+  auto it = state_view_.find(tensor_key(original));
   if (it == state_view_.end()) return out;
   const HdoParamState& st = it->second;
   out["exp_avg"] = st.exp_avg;
@@ -739,13 +738,13 @@ std::map<std::string, torch::Tensor> HybridDeviceOptimizer::state_tensors(
 
 void HybridDeviceOptimizer::assign_state(const torch::Tensor& original, const std::string& name,
                                          const torch::Tensor& value) {
-  HdoParamState& st = state_view_[key(original)];
+  HdoParamState& st = state_view_[tensor_key(original)];
   const torch::Tensor inner = inner_param(original);
   torch::optim::Optimizer* owner = nullptr;
   for (torch::optim::Optimizer* sub : sub_optimizers()) {
     for (auto& g : sub->param_groups()) {
       for (auto& p : g.params()) {
-        if (key(p) == key(inner)) owner = sub;
+        if (tensor_key(p) == tensor_key(inner)) owner = sub;
       }
     }
   }
@@ -780,7 +779,7 @@ void HybridDeviceOptimizer::copy_state(const torch::Tensor& original, const std:
 }
 
 const HdoParamState* HybridDeviceOptimizer::state_of(const torch::Tensor& original) const {
-  auto it = state_view_.find(key(original));
+  auto it = state_view_.find(tensor_key(original));
   return it == state_view_.end() ? nullptr : &it->second;
 }
 

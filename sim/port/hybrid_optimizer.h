@@ -112,8 +112,10 @@ class HybridDeviceOptimizer : public torch::optim::Optimizer {
   void load_state_dict(const HdoStateDict& sd);
   // `sd` as torch.load(map_location="cpu") reads it: every tensor a copy on the host.
   HdoStateDict mapped_to_host(const HdoStateDict& sd) const;
-  // Whether `t` lives on the host (sut/placement.h).
-  bool on_host(const torch::Tensor& t) const { return place_of(t, accelerator_) == Place::kHost; }
+  // Whether `tensor` lives on the host (sut/placement.h).
+  bool on_host(const torch::Tensor& tensor) const {
+    return place_of(tensor, accelerator_) == Place::kHost;
+  }
   // `update_fp32_param_by_new_param()`: each original copied into its fp32 copy.
   void update_fp32_param_by_new_param();
 

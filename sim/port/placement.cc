@@ -41,41 +41,41 @@ HostStorages& host_storages() {
 
 }  // namespace
 
-const char* place_name(Place p) { return p == Place::kHost ? "host" : "accelerator"; }
+const char* place_name(Place place) { return place == Place::kHost ? "host" : "accelerator"; }
 
-Place place_of(const torch::Tensor& t, const torch::Device& accelerator) {
-  TORCH_CHECK(t.defined(), "place_of: an undefined tensor has no place");
-  if (accelerator.is_cuda()) return t.is_cuda() ? Place::kAccelerator : Place::kHost;
-  return t.has_storage() && host_storages().contains(t.storage()) ? Place::kHost
-                                                                   : Place::kAccelerator;
+Place place_of(const torch::Tensor& tensor, const torch::Device& accelerator) {
+  TORCH_CHECK(tensor.defined(), "place_of: an undefined tensor has no place");
+  if (accelerator.is_cuda()) return tensor.is_cuda() ? Place::kAccelerator : Place::kHost;
+  return tensor.has_storage() && host_storages().contains(tensor.storage()) ? Place::kHost
+                                                                            : Place::kAccelerator;
 }
 
-const torch::Tensor& mark_host(const torch::Tensor& t, const torch::Device& accelerator) {
-  TORCH_CHECK(t.defined() && t.has_storage(), "mark_host: the tensor has no storage");
-  if (!accelerator.is_cuda()) host_storages().add(t.storage());
-  return t;
+const torch::Tensor& mark_host(const torch::Tensor& tensor, const torch::Device& accelerator) {
+  TORCH_CHECK(tensor.defined() && tensor.has_storage(), "mark_host: the tensor has no storage");
+  if (!accelerator.is_cuda()) host_storages().add(tensor.storage());
+  return tensor;
 }
 
-torch::Tensor to_place(const torch::Tensor& t, Place p, const torch::Device& accelerator) {
+torch::Tensor to_place(const torch::Tensor& tensor, Place place, const torch::Device& accelerator) {
   if (accelerator.is_cuda()) {
-    return t.to(p == Place::kHost ? torch::Device(torch::kCPU) : accelerator);
+    return tensor.to(place == Place::kHost ? torch::Device(torch::kCPU) : accelerator);
   }
-  if (place_of(t, accelerator) == p) return t;
-  torch::Tensor copy = t.clone();
-  if (p == Place::kHost) mark_host(copy, accelerator);
+  if (place_of(tensor, accelerator) == place) return tensor;
+  torch::Tensor copy = tensor.clone();
+  if (place == Place::kHost) mark_host(copy, accelerator);
   return copy;
 }
 
-torch::Tensor clone_in_place(const torch::Tensor& t, const torch::Device& accelerator) {
-  torch::Tensor copy = t.clone();
-  if (place_of(t, accelerator) == Place::kHost) mark_host(copy, accelerator);
+torch::Tensor clone_in_place(const torch::Tensor& tensor, const torch::Device& accelerator) {
+  torch::Tensor copy = tensor.clone();
+  if (place_of(tensor, accelerator) == Place::kHost) mark_host(copy, accelerator);
   return copy;
 }
 
-void require_place(const torch::Tensor& t, Place required, const torch::Device& accelerator,
+void require_place(const torch::Tensor& tensor, Place required, const torch::Device& accelerator,
                    const std::string& kernel, const std::function<std::string()>& what) {
-  if (!t.defined()) return;
-  const Place p = place_of(t, accelerator);
+  if (!tensor.defined()) return;
+  const Place p = place_of(tensor, accelerator);
   TORCH_CHECK(p == required, "RuntimeError: Expected all tensors to be on the same device: ",
               kernel, " runs on the ", place_name(required), " but ", what(), " is on the ",
               place_name(p));

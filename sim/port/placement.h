@@ -21,25 +21,25 @@ namespace sc::sut {
 enum class Place { kHost, kAccelerator };
 
 // "host" or "accelerator".
-const char* place_name(Place p);
+const char* place_name(Place place);
 
-// Where `t` (defined) lives when the accelerator is `accelerator`.
-Place place_of(const torch::Tensor& t, const torch::Device& accelerator);
+// Where `tensor` (defined) lives when the accelerator is `accelerator`.
+Place place_of(const torch::Tensor& tensor, const torch::Device& accelerator);
 
-// Records `t`'s storage as host memory (the CPU standing in for the accelerator; a no-op when
-// the accelerator is CUDA, where a CPU tensor is host memory already). Returns `t`.
-const torch::Tensor& mark_host(const torch::Tensor& t, const torch::Device& accelerator);
+// Records `tensor`'s storage as host memory (the CPU standing in for the accelerator; a no-op when
+// the accelerator is CUDA, where a CPU tensor is host memory already). Returns `tensor`.
+const torch::Tensor& mark_host(const torch::Tensor& tensor, const torch::Device& accelerator);
 
-// `t.to("cpu")` (kHost) or `t.to("cuda")` (kAccelerator): `t` itself when it is there already,
-// else a copy there.
-torch::Tensor to_place(const torch::Tensor& t, Place p, const torch::Device& accelerator);
+// `tensor.to("cpu")` (kHost) or `tensor.to("cuda")` (kAccelerator): `tensor` itself when it is
+// there already, else a copy there.
+torch::Tensor to_place(const torch::Tensor& tensor, Place place, const torch::Device& accelerator);
 
-// `t.clone()`: a copy in the same place.
-torch::Tensor clone_in_place(const torch::Tensor& t, const torch::Device& accelerator);
+// `tensor.clone()`: a copy in the same place.
+torch::Tensor clone_in_place(const torch::Tensor& tensor, const torch::Device& accelerator);
 
-// Raises c10::Error, as a kernel launched on tensors on two devices does, when `t` (skipped when
-// undefined), an operand of `kernel` that `what()` names, is not on `required`.
-void require_place(const torch::Tensor& t, Place required, const torch::Device& accelerator,
+// Raises c10::Error, as a kernel launched on tensors on two devices does, when `tensor` (skipped
+// when undefined), an operand of `kernel` that `what()` names, is not on `required`.
+void require_place(const torch::Tensor& tensor, Place required, const torch::Device& accelerator,
                    const std::string& kernel, const std::function<std::string()>& what);
 
 }  // namespace sc::sut

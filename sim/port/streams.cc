@@ -16,11 +16,11 @@ int ImmediateStreams::new_stream(const std::string& name) {
   return streams_++;
 }
 
-void ImmediateStreams::enqueue(int s, const std::string& what,
+void ImmediateStreams::enqueue(int stream, const std::string& what,
                                const std::vector<torch::Tensor>& reads,
                                const std::vector<torch::Tensor>& writes, std::function<void()> fn,
                                bool host_synchronous) {
-  (void)s;
+  (void)stream;
   (void)what;
   (void)reads;
   (void)writes;
@@ -28,8 +28,8 @@ void ImmediateStreams::enqueue(int s, const std::string& what,
   fn();
 }
 
-int ImmediateStreams::record_event(int s) {
-  (void)s;
+int ImmediateStreams::record_event(int stream) {
+  (void)stream;
   return events_++;
 }
 

@@ -25,24 +25,24 @@ class Streams {
   virtual ~Streams() = default;
   // torch.cuda.Stream(): a new stream, named for reports.
   virtual int new_stream(const std::string& name) = 0;
-  // Runs `fn` on stream `s` (kHost: the host runs it now), after what the stream waits for.
+  // Runs `fn` on stream `stream` (kHost: the host runs it now), after what the stream waits for.
   // `host_synchronous`: the host waits for it (a copy with pageable host memory).
-  virtual void enqueue(int s, const std::string& what, const std::vector<torch::Tensor>& reads,
+  virtual void enqueue(int stream, const std::string& what, const std::vector<torch::Tensor>& reads,
                        const std::vector<torch::Tensor>& writes, std::function<void()> fn,
                        bool host_synchronous = false) = 0;
   // stream.record_event(); returns the event.
-  virtual int record_event(int s) = 0;
-  // event.wait(stream): what `s` runs from now on waits for event `e`.
-  virtual void wait_event(int s, int e) = 0;
+  virtual int record_event(int stream) = 0;
+  // event.wait(stream): what `stream` runs from now on waits for event `event`.
+  virtual void wait_event(int stream, int event) = 0;
   // waiter.wait_stream(waited).
   void wait_stream(int waiter, int waited) { wait_event(waiter, record_event(waited)); }
-  // event.synchronize(): the host waits for event `e`.
-  virtual void synchronize_event(int e) = 0;
+  // event.synchronize(): the host waits for event `event`.
+  virtual void synchronize_event(int event) = 0;
   // torch.cuda.synchronize(): the host waits for everything.
   virtual void synchronize() = 0;
-  // Names the storage of `t` in reports (the first name given to a storage sticks).
-  virtual void name(const torch::Tensor& t, const std::string& label) {
-    (void)t;
+  // Names the storage of `tensor` in reports (the first name given to a storage sticks).
+  virtual void name(const torch::Tensor& tensor, const std::string& label) {
+    (void)tensor;
     (void)label;
   }
 };
@@ -51,15 +51,15 @@ class Streams {
 class ImmediateStreams : public Streams {
  public:
   int new_stream(const std::string& name) override;
-  void enqueue(int s, const std::string& what, const std::vector<torch::Tensor>& reads,
+  void enqueue(int stream, const std::string& what, const std::vector<torch::Tensor>& reads,
                const std::vector<torch::Tensor>& writes, std::function<void()> fn,
                bool host_synchronous = false) override;
-  int record_event(int s) override;
-  void wait_event(int s, int e) override {
-    (void)s;
-    (void)e;
+  int record_event(int stream) override;
+  void wait_event(int stream, int event) override {
+    (void)stream;
+    (void)event;
   }
-  void synchronize_event(int e) override { (void)e; }
+  void synchronize_event(int event) override { (void)event; }
   void synchronize() override {}
 
  private:

@@ -11,25 +11,28 @@
 
 namespace sc::sut {
 
+// A tensor's identity, as Python's `id(tensor)` keys dicts: its TensorImpl.
+inline const void* tensor_key(const torch::Tensor& tensor) { return tensor.unsafeGetTensorImpl(); }
+
 // Side table of tensor attributes; one per simulated rank.
 class TensorAttrs {
  public:
-  // `t.decoupled_grad = g` (g may be undefined, Python's None).
-  void set_decoupled_grad(const torch::Tensor& t, const torch::Tensor& g) {
-    decoupled_grad_[t.unsafeGetTensorImpl()] = g;
+  // `tensor.decoupled_grad = grad` (grad may be undefined, Python's None).
+  void set_decoupled_grad(const torch::Tensor& tensor, const torch::Tensor& grad) {
+    decoupled_grad_[tensor_key(tensor)] = grad;
   }
-  // `hasattr(t, "decoupled_grad")`.
-  bool has_decoupled_grad(const torch::Tensor& t) const {
-    return decoupled_grad_.count(t.unsafeGetTensorImpl()) != 0;
+  // `hasattr(tensor, "decoupled_grad")`.
+  bool has_decoupled_grad(const torch::Tensor& tensor) const {
+    return decoupled_grad_.count(tensor_key(tensor)) != 0;
   }
-  // `t.decoupled_grad` (undefined when absent or None).
-  torch::Tensor decoupled_grad(const torch::Tensor& t) const {
-    auto it = decoupled_grad_.find(t.unsafeGetTensorImpl());
+  // `tensor.decoupled_grad` (undefined when absent or None).
+  torch::Tensor decoupled_grad(const torch::Tensor& tensor) const {
+    auto it = decoupled_grad_.find(tensor_key(tensor));
     return it == decoupled_grad_.end() ? torch::Tensor() : it->second;
   }
-  // `getattr(t, "decoupled_grad", t.grad)`.
-  torch::Tensor decoupled_grad_or_grad(const torch::Tensor& t) const {
-    return has_decoupled_grad(t) ? decoupled_grad(t) : t.grad();
+  // `getattr(tensor, "decoupled_grad", tensor.grad)`.
+  torch::Tensor decoupled_grad_or_grad(const torch::Tensor& tensor) const {
+    return has_decoupled_grad(tensor) ? decoupled_grad(tensor) : tensor.grad();
   }
 
  private:

@@ -17,8 +17,8 @@
 
 namespace sc::sim {
 
-model::DType to_model_dtype(torch::ScalarType t) {
-  switch (t) {
+model::DType to_model_dtype(torch::ScalarType type) {
+  switch (type) {
     case torch::kFloat:
       return model::DType::kFloat32;
     case torch::kBFloat16:
@@ -30,8 +30,8 @@ model::DType to_model_dtype(torch::ScalarType t) {
   }
 }
 
-torch::ScalarType to_torch_dtype(model::DType d) {
-  switch (d) {
+torch::ScalarType to_torch_dtype(model::DType dtype) {
+  switch (dtype) {
     case model::DType::kFloat32:
       return torch::kFloat;
     case model::DType::kBFloat16:
@@ -401,11 +401,11 @@ std::vector<float> to_floats(const torch::Tensor& t) {
 
 }  // namespace
 
-RankRig::RankRig(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+RankRig::RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                  const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
                  const StreamSchedule& schedule)
     : impl_((keep_large_host_blocks(),
-             std::make_unique<RankRigImpl>(c, instance, rank, behaviour, device, schedule))) {
+             std::make_unique<RankRigImpl>(spec, instance, rank, behaviour, device, schedule))) {
   impl_->build(seed);
 }
 
@@ -698,8 +698,8 @@ void RankRig::add_non_tensor_state(std::vector<std::string> keys) {
   impl_->dist->add_non_tensor_state(std::move(keys));
 }
 
-const char* format_name(GatheredFormat f) {
-  return f == GatheredFormat::kDpZero ? "dp_zero_gather_scatter" : "fully_reshardable";
+const char* format_name(GatheredFormat format) {
+  return format == GatheredFormat::kDpZero ? "dp_zero_gather_scatter" : "fully_reshardable";
 }
 
 struct GatheredCheckpointImpl {
@@ -790,9 +790,9 @@ void RankRig::load_gathered(const GatheredCheckpoint& ck) {
   r.dist->load_state_dict(sd, kDummyStepSeed);
 }
 
-RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+RankObservation run_rank(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed) {
-  return RankRig(c, instance, rank, behaviour, device, seed).construction();
+  return RankRig(spec, instance, rank, behaviour, device, seed).construction();
 }
 
 
@@ -837,10 +837,10 @@ std::vector<std::vector<float>> RankRig::model_values() const {
   return out;
 }
 
-std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& c,
+std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& spec,
                                           model::Instance instance, int64_t rank, uint64_t seed,
                                           const StreamSchedule& schedule) {
-  return std::make_unique<RankRig>(c, instance, rank, target.behaviour, target.device, seed,
+  return std::make_unique<RankRig>(spec, instance, rank, target.behaviour, target.device, seed,
                                    schedule);
 }
 

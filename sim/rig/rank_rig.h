@@ -30,7 +30,7 @@ struct RankRigImpl;
 // functions are documented in sim/rig/rank_under_test.h.
 class RankRig final : public RankUnderTest {
  public:
-  RankRig(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+  RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
           const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
           const StreamSchedule& schedule = StreamSchedule{});
   ~RankRig() override;
@@ -82,13 +82,13 @@ class RankRig final : public RankUnderTest {
   std::unique_ptr<RankRigImpl> impl_;
 };
 
-// Builds `rank` of `instance` of case `c` under `behaviour` on `device` and reports it.
-RankObservation run_rank(const model::CaseSpec& c, model::Instance instance, int64_t rank,
+// Builds `rank` of `instance` of case `spec` under `behaviour` on `device` and reports it.
+RankObservation run_rank(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed);
 
 // model::DType of a LibTorch scalar type (fp64 for anything unsupported).
-model::DType to_model_dtype(torch::ScalarType t);
+model::DType to_model_dtype(torch::ScalarType type);
 // LibTorch scalar type of a model::DType.
-torch::ScalarType to_torch_dtype(model::DType d);
+torch::ScalarType to_torch_dtype(model::DType dtype);
 
 }  // namespace sc::sim

@@ -89,8 +89,8 @@ struct Checkpoint {
 // DP rank 0: "dp_zero_gather_scatter" (the world tensors themselves, scattered back on load) and
 // "fully_reshardable" (cut into whole-param model-space tensors, which any DP size can load).
 enum class GatheredFormat { kDpZero, kFullyReshardable };
-// Megatron's name of `f`.
-const char* format_name(GatheredFormat f);
+// Megatron's name of `format`.
+const char* format_name(GatheredFormat format);
 
 struct GatheredCheckpointImpl;
 
@@ -168,9 +168,9 @@ struct Target {
   torch::Device device = torch::Device(torch::kCPU);
 };
 
-// Builds `rank` of `instance` of case `c` on `target`, values from `seed`; construction errors
+// Builds `rank` of `instance` of case `spec` on `target`, values from `seed`; construction errors
 // are recorded in construction(), not thrown.
-std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& c,
+std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& spec,
                                           model::Instance instance, int64_t rank, uint64_t seed,
                                           const StreamSchedule& schedule = StreamSchedule{});
 

@@ -14,21 +14,22 @@ SimulatedStreams::SimulatedStreams(Policy policy, uint64_t seed)
 
 int SimulatedStreams::new_stream(const std::string& name) { return program_.add_stream(name); }
 
-void SimulatedStreams::name(const torch::Tensor& t, const std::string& label) {
-  if (!t.defined() || !t.has_storage()) return;
-  if (names_.emplace(t.storage().unsafeGetStorageImpl(), label).second) keep_.push_back(t.storage());
+void SimulatedStreams::name(const torch::Tensor& tensor, const std::string& label) {
+  if (!tensor.defined() || !tensor.has_storage()) return;
+  if (names_.emplace(tensor.storage().unsafeGetStorageImpl(), label).second)
+    keep_.push_back(tensor.storage());
 }
 
-model::streams::Region SimulatedStreams::region(const torch::Tensor& t) {
-  const void* storage = t.storage().unsafeGetStorageImpl();
+model::streams::Region SimulatedStreams::region(const torch::Tensor& tensor) {
+  const void* storage = tensor.storage().unsafeGetStorageImpl();
   auto it = names_.find(storage);
   if (it == names_.end()) {
     it = names_.emplace(storage, "tensor " + std::to_string(names_.size())).first;
-    keep_.push_back(t.storage());
+    keep_.push_back(tensor.storage());
   }
-  const int64_t begin = t.storage_offset() * static_cast<int64_t>(t.element_size());
-  return model::streams::Region{it->second, begin,
-                                begin + t.numel() * static_cast<int64_t>(t.element_size())};
+  const int64_t begin = tensor.storage_offset() * static_cast<int64_t>(tensor.element_size());
+  return model::streams::Region{
+      it->second, begin, begin + tensor.numel() * static_cast<int64_t>(tensor.element_size())};
 }
 
 bool SimulatedStreams::ready(size_t i) const {
@@ -69,12 +70,12 @@ void SimulatedStreams::run_required() {
   }
 }
 
-void SimulatedStreams::enqueue(int s, const std::string& what,
+void SimulatedStreams::enqueue(int stream, const std::string& what,
                                const std::vector<torch::Tensor>& reads,
                                const std::vector<torch::Tensor>& writes, std::function<void()> fn,
                                bool host_synchronous) {
   model::streams::Op op;
-  op.stream = s;
+  op.stream = stream;
   op.what = what;
   for (const auto& t : reads) {
     if (t.defined()) op.reads.push_back(region(t));
@@ -86,7 +87,7 @@ void SimulatedStreams::enqueue(int s, const std::string& what,
   program_.enqueue(std::move(op));
   fns_.push_back(std::move(fn));
   done_.push_back(false);
-  if (policy_ == Policy::kEager || s == Program::kHost || host_synchronous) {
+  if (policy_ == Policy::kEager || stream == Program::kHost || host_synchronous) {
     // Host work and synchronous copies are required by the host now, so run_required runs them
     // after what they depend on. Eager: everything earlier has already run, so this one runs.
     run_required();
@@ -94,12 +95,12 @@ void SimulatedStreams::enqueue(int s, const std::string& what,
   }
 }
 
-int SimulatedStreams::record_event(int s) { return program_.record_event(s); }
+int SimulatedStreams::record_event(int stream) { return program_.record_event(stream); }
 
-void SimulatedStreams::wait_event(int s, int e) { program_.wait_event(s, e); }
+void SimulatedStreams::wait_event(int stream, int event) { program_.wait_event(stream, event); }
 
-void SimulatedStreams::synchronize_event(int e) {
-  program_.synchronize_event(e);
+void SimulatedStreams::synchronize_event(int event) {
+  program_.synchronize_event(event);
   run_required();
 }
 

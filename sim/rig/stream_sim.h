@@ -21,21 +21,21 @@ class SimulatedStreams : public sut::Streams {
   explicit SimulatedStreams(model::streams::Policy policy = model::streams::Policy::kEager,
                             uint64_t seed = 0);
   int new_stream(const std::string& name) override;
-  void enqueue(int s, const std::string& what, const std::vector<torch::Tensor>& reads,
+  void enqueue(int stream, const std::string& what, const std::vector<torch::Tensor>& reads,
                const std::vector<torch::Tensor>& writes, std::function<void()> fn,
                bool host_synchronous = false) override;
-  int record_event(int s) override;
-  void wait_event(int s, int e) override;
-  void synchronize_event(int e) override;
+  int record_event(int stream) override;
+  void wait_event(int stream, int event) override;
+  void synchronize_event(int event) override;
   void synchronize() override;
-  void name(const torch::Tensor& t, const std::string& label) override;
+  void name(const torch::Tensor& tensor, const std::string& label) override;
 
   const model::streams::Program& program() const { return program_; }
   // Every race of the program so far, described.
   std::vector<std::string> race_reports() const;
 
  private:
-  model::streams::Region region(const torch::Tensor& t);
+  model::streams::Region region(const torch::Tensor& tensor);
   // Runs pending operations until every one the host must have seen has run; the policy decides
   // which others run too, and in which order.
   void run_required();

@@ -18,24 +18,17 @@ model::CaseSpec minimal_case() {
   return c;
 }
 
-model::StepInputs step_inputs(float g) {
-  model::StepInputs in;
-  in.grads = {{g}};
-  in.group_hyper = {model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.0}};
-  return in;
-}
-
 // Runs 3 steps with a resume after the first under `variant`; returns (resumed, uninterrupted).
 std::pair<float, float> resume_after_first_step(const char* variant) {
   const model::CaseSpec c = minimal_case();
   const sut::Behaviour b = *sut::behaviour_by_name(variant);
   RankRig a(c, model::Instance::kDense, 0, b, torch::Device(torch::kCPU), 1);
   RankRig z(c, model::Instance::kDense, 0, b, torch::Device(torch::kCPU), 2);
-  a.step(step_inputs(0.5f));
+  a.step(test::one_grad_step(0.5f));
   z.load(a.save());
   for (float g : {0.25f, -0.5f}) {
-    a.step(step_inputs(g));
-    z.step(step_inputs(g));
+    a.step(test::one_grad_step(g));
+    z.step(test::one_grad_step(g));
   }
   return {z.model_piece(0, 0)[0], a.model_piece(0, 0)[0]};
 }

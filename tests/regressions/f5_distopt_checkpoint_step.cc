@@ -18,13 +18,6 @@
 namespace sc::sim {
 namespace {
 
-model::StepInputs step_inputs(float g) {
-  model::StepInputs in;
-  in.grads = {{g}};
-  in.group_hyper = {model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.0}};
-  return in;
-}
-
 struct Resume {
   std::string error;  // what loading raised, empty if it loaded
   float resumed = 0, uninterrupted = 0;
@@ -36,7 +29,7 @@ Resume resume_after(int before, const model::CaseSpec& c, const char* variant) {
   const sut::Behaviour b = *sut::behaviour_by_name(variant);
   RankRig a(c, model::Instance::kDense, 0, b, torch::Device(torch::kCPU), 1);
   RankRig z(c, model::Instance::kDense, 0, b, torch::Device(torch::kCPU), 2);
-  for (int k = 0; k < before; ++k) a.step(step_inputs(0.5f));
+  for (int k = 0; k < before; ++k) a.step(test::one_grad_step(0.5f));
   Resume r;
   try {
     z.load_distributed(a.save());
@@ -45,8 +38,8 @@ Resume resume_after(int before, const model::CaseSpec& c, const char* variant) {
     return r;
   }
   for (float g : {0.25f, -0.5f}) {
-    a.step(step_inputs(g));
-    z.step(step_inputs(g));
+    a.step(test::one_grad_step(g));
+    z.step(test::one_grad_step(g));
   }
   r.resumed = z.optimizer_piece(0, 0)[0];
   r.uninterrupted = a.optimizer_piece(0, 0)[0];

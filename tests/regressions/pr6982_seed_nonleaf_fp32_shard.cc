@@ -9,11 +9,11 @@
 #include "sim/port/device.h"
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
+#include "tests/support/devices.h"
 
 namespace sc::sim {
 namespace {
 
-const torch::Device kCpu(torch::kCPU);
 
 model::CaseSpec seed_minimal_case() {
   model::CaseSpec c = test::one_param_case("alpha", {1}, model::DType::kFloat32);
