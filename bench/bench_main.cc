@@ -11,6 +11,7 @@
 
 #include "bench_support.h"
 #include "shardcheck/config.h"
+#include "sim/input/args.h"
 #include "sim/port/torch_pch.h"
 
 namespace sc::bench {
@@ -24,23 +25,6 @@ int64_t property_cases() {
   return at == std::string::npos ? 100 : std::stoll(s.substr(at + 12));
 }
 
-// argv with Google Benchmark's value flags given as `--name value` joined into `--name=value`,
-// the project's one command-line convention (sim/input/args.h); Google Benchmark reads only
-// the joined form.
-std::vector<std::string> joined_value_flags(int argc, char** argv) {
-  static const std::set<std::string> kValueFlags = {
-      "--benchmark_filter",   "--benchmark_min_time",  "--benchmark_repetitions",
-      "--benchmark_format",   "--benchmark_out",       "--benchmark_out_format",
-      "--benchmark_color",    "--benchmark_time_unit", "--benchmark_context",
-      "--benchmark_perf_counters", "--v"};
-  std::vector<std::string> out;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (kValueFlags.count(arg) && i + 1 < argc) arg += std::string("=") + argv[++i];
-    out.push_back(arg);
-  }
-  return out;
-}
 }  // namespace sc::bench
 
 int main(int argc, char** argv) {
@@ -58,7 +42,12 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext(
       "bytes_model", "fp32 AdamW 28 B/param (16 read + 12 written); triad 12 B/element (STREAM)");
   sc::bench::register_property_benchmarks();
-  std::vector<std::string> args = sc::bench::joined_value_flags(argc, argv);
+  // Google Benchmark reads only `--name=value`; the project's convention takes `--name value`.
+  std::vector<std::string> args = sc::sim::joined_value_flags(
+      std::vector<std::string>(argv, argv + argc),
+      {"--benchmark_filter", "--benchmark_min_time", "--benchmark_repetitions",
+       "--benchmark_format", "--benchmark_out", "--benchmark_out_format", "--benchmark_color",
+       "--benchmark_time_unit", "--benchmark_context", "--benchmark_perf_counters", "--v"});
   std::vector<char*> pointers;
   for (std::string& arg : args) pointers.push_back(arg.data());
   int count = static_cast<int>(pointers.size());

@@ -6,10 +6,12 @@
 
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "properties/registry.h"
 #include "properties/run.h"
 #include "properties/support.h"
+#include "sim/input/args.h"
 
 namespace sc::props {
 namespace {
@@ -59,3 +61,16 @@ const bool kRegistered = [] {
 
 }  // namespace
 }  // namespace sc::props
+
+// GoogleTest's main, but its value options also take `--name value` (the project's convention).
+int main(int argc, char** argv) {
+  std::vector<std::string> args = sc::sim::joined_value_flags(
+      std::vector<std::string>(argv, argv + argc),
+      {"--gtest_filter", "--gtest_repeat", "--gtest_output", "--gtest_random_seed",
+       "--gtest_color", "--gtest_stack_trace_depth", "--gtest_flagfile"});
+  std::vector<char*> pointers;
+  for (std::string& arg : args) pointers.push_back(arg.data());
+  int count = static_cast<int>(pointers.size());
+  ::testing::InitGoogleTest(&count, pointers.data());
+  return RUN_ALL_TESTS();
+}

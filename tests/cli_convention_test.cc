@@ -90,6 +90,20 @@ TEST(CliConvention, ShardcheckMutants) {
   EXPECT_EQ(run(exe + " stray").status, 2);
 }
 
+TEST(CliConvention, ShardcheckProperties) {
+  const std::string exe = SC_PROPERTIES_EXE;
+  const Outcome help = run(exe + " --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.output.find("gtest_filter"), std::string::npos) << help.output;
+  const Outcome listed = run(exe + " --gtest_list_tests --gtest_filter ShardBuilderModel.*");
+  EXPECT_EQ(listed.status, 0);
+  EXPECT_NE(listed.output.find("LayoutFollowsAlignmentOrderAndBucketRules"), std::string::npos)
+      << listed.output;
+  EXPECT_EQ(listed.output.find("HybridOptimizerDiff"), std::string::npos) << listed.output;
+  EXPECT_EQ(run(exe + " --gtest_list_tests --gtest_filter=ShardBuilderModel.*").output,
+            listed.output);
+}
+
 #ifdef SC_BENCH_EXE
 TEST(CliConvention, ShardcheckBench) {
   const std::string exe = SC_BENCH_EXE;

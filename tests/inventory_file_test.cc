@@ -163,8 +163,8 @@ TEST(InventoryFile, SyntaxErrorsNameLineAndColumn) {
 TEST(InventoryFile, LineColumnAgreesWithTheJsonLibrary) {
   for (const std::string text : {"{\n\n   ]", "[1,\n 2,,", "{\"a\":\n  tru }", "\n\n\n  @"}) {
     try {
-      (void)nlohmann::json::parse(text);
-      ADD_FAILURE() << "parsed: " << text;
+      const nlohmann::json parsed = nlohmann::json::parse(text);
+      ADD_FAILURE() << "parsed: " << text << " as " << parsed.dump();
     } catch (const nlohmann::json::parse_error& e) {
       const auto [line, column] = line_column(text, e.byte - 1);
       const std::string where =

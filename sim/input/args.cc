@@ -35,6 +35,17 @@ std::variant<std::vector<Arg>, std::string> split_args(const std::vector<std::st
   return out;
 }
 
+std::vector<std::string> joined_value_flags(const std::vector<std::string>& args,
+                                            const std::set<std::string>& value_flags) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (value_flags.count(arg) && i + 1 < args.size()) arg += "=" + args[++i];
+    out.push_back(arg);
+  }
+  return out;
+}
+
 std::string join(const std::vector<std::string>& parts, const char* separator) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];

@@ -31,6 +31,11 @@ std::variant<std::vector<Arg>, std::string> split_args(const std::vector<std::st
                                                        const std::set<std::string>& value_options,
                                                        const std::set<std::string>& flags);
 
+// `args` with each of `value_flags` given as `--name value` joined into `--name=value`, for
+// binaries whose option parser (GoogleTest's, Google Benchmark's) reads only the joined form.
+std::vector<std::string> joined_value_flags(const std::vector<std::string>& args,
+                                            const std::set<std::string>& value_flags);
+
 // `parts` joined with `separator` between them, for messages ("a, b, c").
 std::string join(const std::vector<std::string>& parts, const char* separator);
 

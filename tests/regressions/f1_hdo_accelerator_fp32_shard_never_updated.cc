@@ -11,7 +11,7 @@
 namespace sc::sim {
 namespace {
 
-model::CaseSpec minimal_case() {
+model::CaseSpec f1_minimal_case() {
   model::CaseSpec c = test::one_param_case("attn_sink", {1}, model::DType::kFloat32);
   c.precision_aware = true;
   c.cpu_offload = true;
@@ -27,7 +27,7 @@ model::StepInputs one_step() {
 }
 
 TEST(F1HdoAcceleratorFp32Shard, Pr6982NeverUpdatesIt) {
-  RankRig rig(minimal_case(), model::Instance::kDense, 0, *sut::behaviour_by_name("pr6982"),
+  RankRig rig(f1_minimal_case(), model::Instance::kDense, 0, *sut::behaviour_by_name("pr6982"),
               torch::Device(torch::kCPU), 1);
   ASSERT_FALSE(rig.construction().error);
   ASSERT_FALSE(rig.placement(0, 0).offloaded);
@@ -41,7 +41,7 @@ TEST(F1HdoAcceleratorFp32Shard, Pr6982NeverUpdatesIt) {
 }
 
 TEST(F1HdoAcceleratorFp32Shard, TheProposedFixUpdatesIt) {
-  RankRig rig(minimal_case(), model::Instance::kDense, 0, *sut::behaviour_by_name("pr6982+F1"),
+  RankRig rig(f1_minimal_case(), model::Instance::kDense, 0, *sut::behaviour_by_name("pr6982+F1"),
               torch::Device(torch::kCPU), 1);
   ASSERT_FALSE(rig.construction().error);
   const float before = rig.model_piece(0, 0)[0];

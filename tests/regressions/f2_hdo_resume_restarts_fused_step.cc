@@ -11,7 +11,7 @@
 namespace sc::sim {
 namespace {
 
-model::CaseSpec minimal_case() {
+model::CaseSpec f2_minimal_case() {
   model::CaseSpec c = test::one_param_case("w", {1}, model::DType::kFloat32);
   c.cpu_offload = true;
   c.offload_fraction = 0.0;
@@ -20,7 +20,7 @@ model::CaseSpec minimal_case() {
 
 // Runs 3 steps with a resume after the first under `variant`; returns (resumed, uninterrupted).
 std::pair<float, float> resume_after_first_step(const char* variant) {
-  const model::CaseSpec c = minimal_case();
+  const model::CaseSpec c = f2_minimal_case();
   const sut::Behaviour b = *sut::behaviour_by_name(variant);
   RankRig a(c, model::Instance::kDense, 0, b, torch::Device(torch::kCPU), 1);
   RankRig z(c, model::Instance::kDense, 0, b, torch::Device(torch::kCPU), 2);

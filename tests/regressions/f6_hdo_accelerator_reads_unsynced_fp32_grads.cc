@@ -16,7 +16,7 @@
 namespace sc::sim {
 namespace {
 
-model::CaseSpec minimal_case(bool overlap) {
+model::CaseSpec f6_minimal_case(bool overlap) {
   model::CaseSpec c = test::one_param_case("w", {1}, model::DType::kBFloat16);
   c.precision_aware = true;
   c.cpu_offload = true;
@@ -42,7 +42,7 @@ constexpr const char* kFoundOn = "pr6982+F1+F2+F3+F4+F5";
 constexpr const char* kFixed = "pr6982+F1+F2+F3+F4+F5+F6";
 
 Outcome one_step(const char* variant, bool overlap, model::streams::Policy policy) {
-  RankRig rig(minimal_case(overlap), model::Instance::kDense, 0, *sut::behaviour_by_name(variant),
+  RankRig rig(f6_minimal_case(overlap), model::Instance::kDense, 0, *sut::behaviour_by_name(variant),
               torch::Device(torch::kCPU), 1, StreamSchedule{policy, 0, true});
   rig.step(step_inputs());
   return Outcome{rig.stream_races(), rig.model_piece(0, 0)[0]};
