@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   std::vector<char*> pointers;
   for (std::string& arg : args) pointers.push_back(arg.data());
   int count = static_cast<int>(pointers.size());
+  pointers.push_back(nullptr);  // argv[argc]: the parsers move entries down to it
   benchmark::Initialize(&count, pointers.data());  // --help prints the usage and exits 0
   if (benchmark::ReportUnrecognizedArguments(count, pointers.data())) return 2;
   benchmark::RunSpecifiedBenchmarks();

@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   std::vector<char*> pointers;
   for (std::string& arg : args) pointers.push_back(arg.data());
   int count = static_cast<int>(pointers.size());
+  pointers.push_back(nullptr);  // argv[argc]: the parsers move entries down to it
   ::testing::InitGoogleTest(&count, pointers.data());
   return RUN_ALL_TESTS();
 }
