@@ -27,8 +27,9 @@ RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
     std::vector<std::vector<float>> masters;
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const ShardEntry& e = plan.groups[g].installed[i];
-      const bool host =
-          !fused_master_ && (!spec.cpu_offload || offload_.placements[g][i].offloaded);
+      // Without Transformer Engine the accelerator side is torch's AdamW too.
+      const bool host = !fused_master_ && (!spec.cpu_offload || !spec.transformer_engine ||
+                                           offload_.placements[g][i].offloaded);
       paths.push_back(host ? UpdatePath::kTorchCpu : UpdatePath::kFusedAccelerator);
       const auto& full = initial.at(e.param);
       masters.emplace_back(full.begin() + e.param_range.start, full.begin() + e.param_range.end);

@@ -32,6 +32,8 @@ std::optional<std::string> validate(const CaseSpec& spec) {
     err << "bucket size must be positive, got " << *spec.bucket_size;
   } else if (!(spec.offload_fraction >= 0.0 && spec.offload_fraction <= 1.0)) {
     err << "offload fraction must lie in [0, 1], got " << spec.offload_fraction;
+  } else if (spec.precision_aware && !spec.transformer_engine) {
+    err << "the precision-aware optimizer needs Transformer Engine's FusedAdam";
   } else {
     for (const auto& p : spec.params) {
       for (int64_t d : p.shape) {

@@ -50,6 +50,11 @@ struct CaseSpec {
   // HybridDeviceOptimizer's overlap_cpu_optimizer_d2h_h2d: its own D2H and H2D streams and one
   // host optimizer per tensor (else the current stream and one host optimizer).
   bool overlap_cpu_optimizer_d2h_h2d = true;
+  // Whether Transformer Engine is installed. With it (the default), the factory's Adam class is
+  // TE's FusedAdam: the hybrid optimizer's accelerator sub-optimizer, and the precision-aware
+  // optimizer. Without it (and without Apex) both hybrid sub-optimizers are torch.optim.AdamW and
+  // the precision-aware optimizer cannot be built.
+  bool transformer_engine = true;
 
   // One more than the largest group index (0 when there are no parameters).
   int num_groups() const;

@@ -131,6 +131,7 @@ json case_json(const model::CaseSpec& c) {
               {"cpu_offload", c.cpu_offload},
               {"overlap_cpu_optimizer_d2h_h2d", c.overlap_cpu_optimizer_d2h_h2d},
               {"offload_fraction", c.offload_fraction},
+              {"transformer_engine", c.transformer_engine},
               {"params", params}};
 }
 
@@ -150,6 +151,10 @@ model::CaseSpec read_case(const json& v, const std::string& path) {
   c.cpu_offload = r.boolean("cpu_offload");
   c.overlap_cpu_optimizer_d2h_h2d = r.boolean("overlap_cpu_optimizer_d2h_h2d");
   c.offload_fraction = r.number("offload_fraction");
+  // Case files from before the no-TE configuration have no such key: Transformer Engine.
+  if (r.get("transformer_engine", /*optional=*/true) != nullptr) {
+    c.transformer_engine = r.boolean("transformer_engine");
+  }
   if (!(c.offload_fraction >= 0.0 && c.offload_fraction <= 1.0)) {
     bad(r.at("offload_fraction"), "must lie in [0, 1]");
   }
@@ -371,6 +376,7 @@ bool same_inputs(const CaseInputs& first, const CaseInputs& second) {
               x.pad_for_high_nccl_busbw == y.pad_for_high_nccl_busbw &&
               x.grad_reduce_in_fp32 == y.grad_reduce_in_fp32 &&
               x.precision_aware == y.precision_aware &&
+              x.transformer_engine == y.transformer_engine &&
               x.store_param_remainders == y.store_param_remainders &&
               x.cpu_offload == y.cpu_offload && x.offload_fraction == y.offload_fraction &&
               x.overlap_cpu_optimizer_d2h_h2d == y.overlap_cpu_optimizer_d2h_h2d &&

@@ -21,7 +21,7 @@ void run_diff_property(const model::CaseSpec& spec, const sut::Behaviour& behavi
     for (int64_t r : ranks_to_check(spec, layouts, inst)) {
       const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
       sim::RankObservation obs =
-          sim::build_rank(sim::Target{behaviour, device()}, spec, inst, r, /*seed=*/r)
+          sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/r)
               ->construction();
       Violation v;
       switch (claim) {

@@ -136,7 +136,7 @@ struct RebuildAndLoadState : Cmd {
   void checkPreconditions(const HybridModel& m) const override { RC_PRE(m.has_saved); }
   void apply(HybridModel& m) const override { m.ref = m.saved; }
   void run(const HybridModel& m, HybridSut& s) const override {
-    s.rig = sim::build_rank(sim::Target{s.behaviour, device()}, *m.c, s.instance, s.rank,
+    s.rig = sim::build_rank(target_for(s.behaviour), *m.c, s.instance, s.rank,
                            5000 + ++s.rebuilds);
     RC_ASSERT(!s.rig->construction().error);
     s.rig->load(*s.checkpoint);
@@ -240,7 +240,7 @@ void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behavio
   s.rank = in.rank;
   s.behaviour = behaviour;
   s.rig =
-      sim::build_rank(sim::Target{behaviour, device()}, *c, model::Instance::kDense, in.rank, 77);
+      sim::build_rank(target_for(behaviour), *c, model::Instance::kDense, in.rank, 77);
   RC_ASSERT(!s.rig->construction().error);
   HybridModel m;
   m.c = c;

@@ -80,9 +80,9 @@ template <typename F>
 void for_rig_pairs(const model::CaseSpec& c, const model::CaseSpec& x, const model::CaseSpec& y,
                    uint64_t y_seed_offset, const sut::Behaviour& b, F f) {
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    const auto a_rank = sim::build_rank(sim::Target{b, device()}, x, inst, r, 1000 + r);
+    const auto a_rank = sim::build_rank(target_for(b), x, inst, r, 1000 + r);
     const auto z_rank =
-        sim::build_rank(sim::Target{b, device()}, y, inst, r, 1000 + y_seed_offset + r);
+        sim::build_rank(target_for(b), y, inst, r, 1000 + y_seed_offset + r);
     sim::RankUnderTest& a = *a_rank;
     sim::RankUnderTest& z = *z_rank;
     check(check_constructed(a.construction()), b);
@@ -199,7 +199,7 @@ void run_numeric_property(const model::CaseSpec& spec, const gen::Schedule& sche
   classify(spec, schedule);
   const model::FmaMode fma = fma_mode();
   for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    const auto owned = sim::build_rank(sim::Target{behaviour, device()}, spec, inst, r,
+    const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r,
                                        /*seed=*/1000 + r, streams);
     sim::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), behaviour);
@@ -463,7 +463,7 @@ void check_recorded_streams(const model::CaseSpec& c, const gen::Schedule& s,
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
     (void)layouts;
     const auto owned =
-        sim::build_rank(sim::Target{b, device()}, c, inst, r, /*seed=*/1000 + r,
+        sim::build_rank(target_for(b), c, inst, r, /*seed=*/1000 + r,
                         sim::StreamSchedule{model::streams::Policy::kEager, 0, true});
     sim::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), b);
@@ -495,7 +495,7 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedu
     auto build = [&](const model::CaseSpec& x, uint64_t seed) {
       std::vector<std::unique_ptr<sim::RankUnderTest>> group;
       for (int64_t r = 0; r < model::instance_dp(x, inst); ++r) {
-        group.push_back(sim::build_rank(sim::Target{behaviour, device()}, x, inst, r, seed + r));
+        group.push_back(sim::build_rank(target_for(behaviour), x, inst, r, seed + r));
         check(check_constructed(group.back()->construction()), behaviour);
       }
       return group;

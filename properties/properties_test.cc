@@ -1,7 +1,8 @@
 // The gtest cases of the property suite, one per registered property (properties/registry.h),
 // each run under RapidCheck with RC_PARAMS (seed, max_success, reproduce strings keyed by
 // "Suite/Name") against what the property targets: the variant under test (SC_VARIANT, default
-// the fully patched variant), its own fixed variant, or the model alone.
+// the fully patched variant) on the system under test (SC_SUT: the port, or real Megatron code
+// from SC_MEGATRON_TREE), its own fixed variant, the model alone, or the port against a tree.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -20,6 +21,7 @@ namespace {
 sut::Behaviour target_of(const Property& p) {
   switch (p.target) {
     case Target::kVariant:
+    case Target::kPortVsRealCode:
       return variant_under_test();
     case Target::kOwnVariant:
       return *sut::behaviour_by_name(p.own_variant);
@@ -33,6 +35,12 @@ class PropertyTest : public ::testing::Test {
  public:
   explicit PropertyTest(const Property* property) : property_(property) {}
   void TestBody() override {
+    if (real_code_under_test() && !runs_on_real_code(*property_)) {
+      GTEST_SKIP() << "not against real Megatron code: " << property_->not_on_real_code;
+    }
+    if (property_->target == Target::kPortVsRealCode && !megatron_tree()) {
+      GTEST_SKIP() << "needs a Megatron tree in SC_MEGATRON_TREE";
+    }
     const sut::Behaviour behaviour = target_of(*property_);
     const std::string id = property_->name.substr(0, property_->name.find('.')) + "/" +
                            property_->name.substr(property_->name.find('.') + 1);
@@ -73,5 +81,6 @@ int main(int argc, char** argv) {
   int count = static_cast<int>(pointers.size());
   pointers.push_back(nullptr);  // argv[argc]: the parsers move entries down to it
   ::testing::InitGoogleTest(&count, pointers.data());
+  sc::props::configure_generation();
   return RUN_ALL_TESTS();
 }

@@ -15,6 +15,8 @@
 #include "properties/gen/step_gen.h"
 #include "properties/model_laws.h"
 #include "properties/numeric_props.h"
+#include "properties/real_code_props.h"
+#include "properties/support.h"
 
 namespace sc::props {
 
@@ -74,8 +76,21 @@ Property model_law(std::string name, std::string claim, std::vector<std::string>
   p.name = std::move(name);
   p.claim = std::move(claim);
   p.target = Target::kModel;
+  p.not_on_real_code = "a law of the model alone";
   p.strength_tests = std::move(strength_tests);
   p.body = [law](const sut::Behaviour&) { law(); };
+  return p;
+}
+
+// Why a property does not run against real Megatron code.
+constexpr const char* kNeedsCheckpoints =
+    "saves and loads checkpoints, which the Megatron worker does not serve yet";
+constexpr const char* kNeedsStreams =
+    "needs the stream and events of every copy and kernel; the worker's device layer runs them "
+    "in program order and records none";
+
+Property port_only(Property p, std::string why) {
+  p.not_on_real_code = std::move(why);
   return p;
 }
 
@@ -216,6 +231,9 @@ std::vector<Property> shard_builder_properties() {
       diff(DiffClaim::kUpstreamFailingRanks));
   upstream_ranks.target = Target::kOwnVariant;
   upstream_ranks.own_variant = "upstream";
+  upstream_ranks.not_on_real_code =
+      "a claim about the port's `upstream`; a tree's failing ranks are checked by the "
+      "construction and differential properties";
   return {
       replayable("ShardBuilderDiff.PortRangesEqualModelOnEveryRank",
                  "the port's four ranges equal the model's",
@@ -263,13 +281,13 @@ std::vector<Property> hybrid_optimizer_properties() {
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_hdo_against_plain(in.c, in.schedule, b);
                  }),
-      replayable("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
+      port_only(replayable("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
                  "save, load into a fresh optimizer, continue: bit-identical to no interruption",
                  {"patched-F2", "HDO-05"}, [] { return split_schedule(/*force_offload=*/true); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_save_load_continue(in.c, in.schedule, in.split, b);
-                 }),
-      replayable("HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice",
+                 }), kNeedsCheckpoints),
+      port_only(replayable("HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice",
                  "save, then load into a fresh optimizer a state dict read with "
                  "`map_location=\"cpu\"` or where it was saved: every tensor of `hdo.state` and "
                  "every stepped tensor lives on its sub-optimizer's device (the host for a piece "
@@ -278,13 +296,13 @@ std::vector<Property> hybrid_optimizer_properties() {
                  {"PT-03", "patched-F2"}, mapped_load_case,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_load_placement(in.c, in.schedule, in.split, in.map_location == "cpu", b);
-                 }),
+                 }), kNeedsCheckpoints),
   };
 }
 
 std::vector<Property> checkpoint_properties() {
   return {
-      replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
+      port_only(replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
                  "Megatron's distributed-checkpoint load (`sharded_state_dict(is_loading=True)`, "
                  "in-place fill, `load_state_dict` with a `fully_sharded_model_space` param "
                  "state) into a fresh rank: each group's hyper-parameters equal the saved ones "
@@ -295,8 +313,8 @@ std::vector<Property> checkpoint_properties() {
                  [] { return split_schedule(/*force_offload=*/false); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
-                 }),
-      replayable("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
+                 }), kNeedsCheckpoints),
+      port_only(replayable("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
                  "every DP rank of each instance steps, the group is saved in "
                  "`dp_zero_gather_scatter` or `fully_reshardable` (world tensors gathered on DP "
                  "rank 0, bucket-end padding stripped; the latter cut into model-space tensors), "
@@ -307,13 +325,13 @@ std::vector<Property> checkpoint_properties() {
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
                                                 in.other_dp, b);
-                 }),
-      replayable("HybridOptimizerState.CommandSequencesMatchTheReference",
+                 }), kNeedsCheckpoints),
+      port_only(replayable("HybridOptimizerState.CommandSequencesMatchTheReference",
                  "`rc::state` sequences of Step, SetLr/SetWd, ZeroGrad, SaveState, "
                  "Rebuild+LoadState, ReloadModelParams agree with the reference after every "
                  "command, bit for bit",
                  {"patched-F2", "patched-F3"}, draw_hybrid_state_case,
-                 check_hybrid_state_case),
+                 check_hybrid_state_case), kNeedsCheckpoints),
   };
 }
 
@@ -324,11 +342,13 @@ std::vector<Property> kernel_and_stream_properties() {
       "FusedAdam over lists with empty tensors (last too) and more than one launch equals the "
       "reference";
   fused.killers = {"PT-01"};
+  fused.not_on_real_code =
+      "checks the port's kernel of Transformer Engine's FusedAdam, which is not Megatron code";
   fused.body = [](const sut::Behaviour& b) { run_fused_adam_property(b); };
   return {
       fused,
       // The stream properties last: they cost the most per case.
-      replayable("StreamSimulation.NoRaceBetweenStreams",
+      port_only(replayable("StreamSimulation.NoRaceBetweenStreams",
                  "in the stream simulation, no two operations of the step flow touch one region "
                  "(one writing) without streams or events ordering them",
                  {"patched-F6", "HDO-01", "STREAM-no-d2h-wait", "PIPE-no-staging-wait",
@@ -336,21 +356,49 @@ std::vector<Property> kernel_and_stream_properties() {
                  offloaded_steps(3),
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_stream_race_property(in.c, in.schedule, b);
-                 }),
-      replayable("StreamSimulation.NonBlockingCopiesUsePinnedMemory",
+                 }), kNeedsStreams),
+      port_only(replayable("StreamSimulation.NonBlockingCopiesUsePinnedMemory",
                  "with the pin flags on, every non-blocking copy of the step flow has pinned host "
                  "memory on its host side (on CUDA `is_pinned()`; on the CPU, where nothing can "
                  "be pinned, what the port would pin)",
                  {"patched-pr4547", "HDO-02"}, offloaded_steps(1),
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_pinned_copies_property(in.c, in.schedule, b);
-                 }),
-      replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
+                 }), kNeedsStreams),
+      port_only(replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
                  "run in the latest order the streams allow and in a random legal order, every "
                  "owned piece equals the reference bit for bit",
                  {"patched-F6", "HDO-01", "PIPE-no-chunk-wait"}, offloaded_steps(kMaxSteps),
-                 every_schedule),
+                 every_schedule), kNeedsStreams),
   };
+}
+
+// A case and schedule in the configuration real Megatron runs here: no Transformer Engine.
+CaseInputs no_te_case_and_schedule() {
+  CaseInputs in;
+  in.c = *gen::case_spec();
+  in.c.transformer_engine = false;
+  in.c.precision_aware = false;
+  in.schedule = *gen::schedule(in.c, kMaxSteps);
+  return in;
+}
+
+std::vector<Property> real_code_properties() {
+  Property diff = replayable(
+      "RealCodeDiff.PortEqualsMegatronBitForBit",
+      "the port under the variant and real Megatron code from a tree (SC_MEGATRON_TREE), no "
+      "Transformer Engine, same initial values and steps: construction (outcome, error, ranges, "
+      "installed tensors, index map, bytes) and, after every step, every piece, master, moment, "
+      "step and placement agree bit for bit",
+      {"MEG-02", "MEG-03", "DS-06", "RULE-align-32", "RULE-threshold-after-adding"},
+      no_te_case_and_schedule, [](const CaseInputs& in, const sut::Behaviour& b) {
+        const auto tree = megatron_tree();
+        if (!tree) RC_FAIL("RealCodeDiff needs a Megatron tree in SC_MEGATRON_TREE");
+        run_port_vs_real_code(in.c, in.schedule, b, *tree);
+      });
+  diff.target = Target::kPortVsRealCode;
+  diff.not_on_real_code = "it runs the port and the real code side by side";
+  return {diff};
 }
 
 std::string killed_by(const Property& p) {
@@ -366,7 +414,8 @@ const std::vector<Property>& all_properties() {
   static const std::vector<Property> kAll = [] {
     std::vector<Property> out;
     for (auto part : {model_laws, shard_builder_properties, hybrid_optimizer_properties,
-                      checkpoint_properties, kernel_and_stream_properties}) {
+                      checkpoint_properties, kernel_and_stream_properties,
+                      real_code_properties}) {
       for (Property& p : part()) out.push_back(std::move(p));
     }
     return out;
@@ -389,11 +438,16 @@ std::vector<const Property*> variant_properties() {
   return out;
 }
 
+bool runs_on_real_code(const Property& p) {
+  return p.target == Target::kVariant && p.not_on_real_code.empty();
+}
+
 std::string property_table_markdown() {
   std::ostringstream out;
-  out << "| property | claim | killed by |\n| --- | --- | --- |\n";
+  out << "| property | claim | killed by | against real Megatron |\n| --- | --- | --- | --- |\n";
   for (const Property& p : all_properties()) {
-    out << "| `" << p.name << "` | " << p.claim << " | " << killed_by(p) << " |\n";
+    out << "| `" << p.name << "` | " << p.claim << " | " << killed_by(p) << " | "
+        << (runs_on_real_code(p) ? "yes" : "no: " + p.not_on_real_code) << " |\n";
   }
   return out.str();
 }

@@ -23,6 +23,9 @@ enum class Target {
   kVariant,     // the port under the variant under test (SC_VARIANT; the mutation score's mutant)
   kOwnVariant,  // the port under one fixed variant, `own_variant` (a claim about upstream)
   kModel,       // the reference model alone: laws of the intended behaviour
+  // The port under the variant under test against real Megatron code from SC_MEGATRON_TREE:
+  // skipped without a tree. Its kill tests run against the tree with the seed fix applied.
+  kPortVsRealCode,
 };
 
 // One property.
@@ -35,6 +38,9 @@ struct Property {
   std::vector<std::string> killers;
   // Model laws: the tests that show its check failing on bad input (tests/check_strength_test.cc).
   std::vector<std::string> strength_tests;
+  // Why it does not run with real Megatron code as the system under test (SC_SUT=megatron);
+  // empty when it does. Only variant properties can.
+  std::string not_on_real_code;
   // Draws its inputs and RC_ASSERTs its claim against `behaviour` (ignored by model laws).
   std::function<void(const sut::Behaviour&)> body;
   // The claim on given inputs, for properties whose inputs fit a CaseInputs (empty otherwise).
@@ -56,7 +62,9 @@ const Property* find_property(std::string_view name);
 // The properties that run against the variant under test, in order: what the mutation score
 // runs against each mutant.
 std::vector<const Property*> variant_properties();
-// The table of docs/properties.md (property, claim, killed by), in markdown.
+// Whether `p` runs with real Megatron code as the system under test.
+bool runs_on_real_code(const Property& p);
+// The table of docs/properties.md (property, claim, killed by, against real code), in markdown.
 std::string property_table_markdown();
 
 // Where failing properties write case files: $SC_CASE_DIR, else "shardcheck-cases" under the

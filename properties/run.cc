@@ -2,7 +2,14 @@
 
 #include <sstream>
 
+#include <unordered_map>
+
 #include <rapidcheck.h>
+
+namespace rc::detail {
+// RapidCheck's own encoding of reproduce strings (defined in the library, not in its headers).
+std::string reproduceMapToString(const std::unordered_map<std::string, Reproduce>& map);
+}  // namespace rc::detail
 
 namespace sc::props {
 
@@ -28,6 +35,10 @@ RunOutcome run_property(const std::function<void()>& body, const RunOptions& opt
     out.cases = failure.numSuccess + 1;
     out.shrunk_size = failure.counterExample.size();
     out.description = failure.description;
+    for (const auto& [type, value] : failure.counterExample) {
+      out.counterexample += type + ": " + value + "\n";
+    }
+    out.reproduce = rc::detail::reproduceMapToString({{options.id, failure.reproduce}});
   } else if (result.match(gave_up)) {
     out.kind = RunOutcome::Kind::kGaveUp;
     out.cases = gave_up.numSuccess;

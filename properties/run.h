@@ -26,6 +26,8 @@ struct RunOutcome {
   int cases = 0;             // cases run: up to and including the failing one
   size_t shrunk_size = 0;    // values drawn for the shrunk counterexample
   std::string description;   // the failure (with its RC_LOG lines) or why it gave up
+  std::string counterexample;  // the shrunk counterexample, one "type: value" per drawn value
+  std::string reproduce;       // RC_PARAMS's reproduce string for the shrunk case
   std::string report;        // RapidCheck's whole message
   bool failed() const { return kind == Kind::kFailed; }
 };

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "properties/gen/case_gen.h"
 #include "sim/port/device.h"
 
 namespace sc::props {
@@ -24,6 +25,40 @@ const sut::Behaviour& variant_under_test() {
 torch::Device device() {
   static const torch::Device kDevice = sut::pick_device();
   return kDevice;
+}
+
+std::optional<sim::MegatronTarget> megatron_tree() {
+  const char* tree = std::getenv("SC_MEGATRON_TREE");
+  if (tree == nullptr || *tree == '\0') return std::nullopt;
+  return sim::MegatronTarget{tree, false};
+}
+
+bool real_code_under_test() {
+  static const bool kReal = [] {
+    const char* sut = std::getenv("SC_SUT");
+    const std::string name = sut == nullptr ? "" : sut;
+    if (name.empty() || name == "port") return false;
+    if (name != "megatron") {
+      std::cerr << "SC_SUT=" << name << " names no system under test (port, megatron)\n";
+      std::exit(2);
+    }
+    if (!megatron_tree()) {
+      std::cerr << "SC_SUT=megatron needs the tree in SC_MEGATRON_TREE\n";
+      std::exit(2);
+    }
+    return true;
+  }();
+  return kReal;
+}
+
+sim::Target target_for(const sut::Behaviour& behaviour) {
+  sim::Target t{behaviour, device(), std::nullopt};
+  if (real_code_under_test()) t.megatron = megatron_tree();
+  return t;
+}
+
+void configure_generation() {
+  gen::set_transformer_engine_available(!real_code_under_test());
 }
 
 }  // namespace sc::props

@@ -4,8 +4,11 @@
 // so that one binary checks upstream, fixes and mutants alike.
 #pragma once
 
+#include <optional>
+
 #include "sim/port/behaviour.h"
 #include "sim/port/torch_pch.h"
+#include "sim/rig/rank_under_test.h"
 
 namespace sc::props {
 
@@ -13,5 +16,18 @@ namespace sc::props {
 const sut::Behaviour& variant_under_test();
 // The accelerator for diff properties (sut::pick_device()).
 torch::Device device();
+
+// The Megatron tree named by SC_MEGATRON_TREE, or nullopt.
+std::optional<sim::MegatronTarget> megatron_tree();
+// Whether the properties run against real Megatron code: SC_SUT=megatron (with a tree in
+// SC_MEGATRON_TREE) rather than the port (SC_SUT unset or "port"). Exits 2 on any other value,
+// or on "megatron" without a tree.
+bool real_code_under_test();
+// The system under test for the port variant `behaviour`: the port, or the Megatron tree, whose
+// code then stands in for the variant (`behaviour` only names it in reports).
+sim::Target target_for(const sut::Behaviour& behaviour);
+// Sets up case generation for the system under test: real Megatron runs without Transformer
+// Engine, so every case is drawn in the no-TE configuration. Call once, before any property.
+void configure_generation();
 
 }  // namespace sc::props

@@ -18,7 +18,8 @@ std::string flags(const Behaviour& b) {
       b.fix_hdo_reload_refreshes_copies, b.fix_hdo_master_alias_after_load,
       b.fix_distopt_load_skips_step, b.fix_hdo_accelerator_waits_d2h, b.fix_hdo_pin_fp32_copies,
       b.fix_distopt_reshard_padding, b.fix_distopt_dp_zero_syncs_hdo,
-      b.fix_distopt_gathered_remainders, b.fused_host_adamw, b.is_mutant};
+      b.fix_distopt_gathered_remainders, b.fix_hdo_state_device_by_identity, b.fused_host_adamw,
+      b.is_mutant};
   std::string out;
   for (bool flag : on) out += flag ? '1' : '0';
   return out + "/" + std::to_string(b.pipeline_chunk);
@@ -40,7 +41,7 @@ TEST(Variants, TheOldChainNamesAreAliasesOfTheirSets) {
       {"hdo-pin-fp32", "pr6982+F1+F2+F3+F4+F5+F6+pr4547"},
       {"distopt-reshard-padding", "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7"},
       {"distopt-dp-zero-sync", "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8"},
-      {"distopt-gathered-remainders", "patched"},
+      {"distopt-gathered-remainders", "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8+F9"},
       {"hdo-fused-host-adamw", "patched+fused-host-adamw"},
       {"hdo-pipelined", "patched+pipelined"},
   };
@@ -52,7 +53,7 @@ TEST(Variants, TheOldChainNamesAreAliasesOfTheirSets) {
 TEST(Variants, EachChangeSetsItsOwnFlagAndOnlyThat) {
   const Behaviour base = upstream();
   for (const std::string change : {"pr6982", "F1", "F2", "F3", "F4", "F5", "F6", "pr4547", "F7",
-                                   "F8", "F9", "fused-host-adamw"}) {
+                                   "F8", "F9", "F10", "fused-host-adamw"}) {
     const std::string with = flags_of(change);
     int differing = 0;
     for (size_t k = 0; k < with.size(); ++k) differing += with[k] != flags(base)[k];

@@ -6,6 +6,14 @@ namespace sc::gen {
 
 using model::DType;
 
+namespace {
+bool transformer_engine_available = true;
+}  // namespace
+
+void set_transformer_engine_available(bool available) {
+  transformer_engine_available = available;
+}
+
 rc::Gen<model::ParamSpec> param_spec(std::string name) {
   return rc::gen::exec([name] {
     model::ParamSpec p;
@@ -85,6 +93,10 @@ rc::Gen<model::CaseSpec> case_spec() {
         {1, rc::gen::just(0.0)},
         {2, rc::gen::map(rc::gen::inRange(1, 100), [](int k) { return k / 100.0; })},
     });
+    // Drawn last, so that the draws above do not move.
+    c.transformer_engine =
+        transformer_engine_available && *weighted_choice<bool>({{3, true}, {1, false}});
+    if (!c.transformer_engine) c.precision_aware = false;
     return c;
   }));
 }
@@ -101,7 +113,8 @@ void showValue(const CaseSpec& spec, std::ostream& os) {
      << " precision_aware=" << spec.precision_aware
      << " store_param_remainders=" << spec.store_param_remainders
      << " overlap=" << spec.overlap_cpu_optimizer_d2h_h2d << " cpu_offload=" << spec.cpu_offload
-     << " offload_fraction=" << spec.offload_fraction << " params=[";
+     << " offload_fraction=" << spec.offload_fraction
+     << " transformer_engine=" << spec.transformer_engine << " params=[";
   for (size_t i = 0; i < spec.params.size(); ++i) {
     const ParamSpec& p = spec.params[i];
     os << (i ? ", " : "") << p.name << ":" << dtype_name(p.dtype) << "[";

@@ -22,6 +22,11 @@ rc::Gen<int> dp_size();
 // A whole case; every case passes model::validate().
 rc::Gen<model::CaseSpec> case_spec();
 
+// Whether drawn cases may need Transformer Engine (precision-aware, or the hybrid optimizer's
+// FusedAdam). Real Megatron under test runs without it: then every case is the no-TE
+// configuration. On by default: a quarter of the cases are drawn without it anyway.
+void set_transformer_engine_available(bool available);
+
 }  // namespace sc::gen
 
 namespace sc::model {

@@ -37,6 +37,7 @@ const std::vector<Change>& changes() {
       {"pr5077", [](Behaviour& b, bool on) { b.fix_distopt_reshard_padding = on; }},
       {"F8", [](Behaviour& b, bool on) { b.fix_distopt_dp_zero_syncs_hdo = on; }},
       {"F9", [](Behaviour& b, bool on) { b.fix_distopt_gathered_remainders = on; }},
+      {"F10", [](Behaviour& b, bool on) { b.fix_hdo_state_device_by_identity = on; }},
       // Not fixes: our faster offload engines (sim/engines/). Chunks of 4096 elements: the
       // generated tensors (up to 70,000 elements) split into several, and the two staging
       // buffers are reused within a step.
@@ -51,7 +52,7 @@ const std::vector<Change>& changes() {
 }
 
 // The fixes that make the fully patched variant (every change but the engines and the alias).
-constexpr const char* kPatched = "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8+F9";
+constexpr const char* kPatched = "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8+F9+F10";
 
 // The names of earlier releases, when each variant was the one before plus one fix: aliases.
 const std::vector<std::pair<const char*, const char*>>& aliases() {
@@ -66,7 +67,7 @@ const std::vector<std::pair<const char*, const char*>>& aliases() {
       {"hdo-pin-fp32", "pr6982+F1+F2+F3+F4+F5+F6+pr4547"},
       {"distopt-reshard-padding", "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7"},
       {"distopt-dp-zero-sync", "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8"},
-      {"distopt-gathered-remainders", kPatched},
+      {"distopt-gathered-remainders", "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8+F9"},
       {"hdo-fused-host-adamw", "patched+fused-host-adamw"},
       {"hdo-pipelined", "patched+pipelined"},
   };

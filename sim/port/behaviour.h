@@ -65,6 +65,11 @@ struct Behaviour {
   // hdo.state but never syncs them to the sub-optimizers, which keep stepping their old state;
   // the fix syncs after the load, as the fully_reshardable and model-space loaders do.
   bool fix_distopt_dp_zero_syncs_hdo = false;
+  // Finding F10 (FINDINGS.md): without Transformer Engine both hybrid sub-optimizer classes are
+  // torch.optim.AdamW, so after load_state_dict `isinstance(optimizer, cpu_optimizer_cls)` sends
+  // the accelerator sub-optimizer's state to the host too. The fix tells the sub-optimizers
+  // apart by identity: the host ones are `cpu_optimizers`.
+  bool fix_hdo_state_device_by_identity = false;
   // Finding F9 (FINDINGS.md): with precision-aware FusedAdam keeping bf16 remainders,
   // get_parameter_state_dp_zero copies the int16 remainders into the fp32 world tensors as if
   // they were the master, and loading hands that fp32 tensor to set_scaled_state, which asserts

@@ -162,7 +162,11 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       }
       (on_accelerator(p) ? gpu_params : cpu_params).push_back(p);
     }
-    if (!gpu_params.empty()) {
+    if (!gpu_params.empty() && opts.gpu_optimizer_cls() == AcceleratorAdam::kTorchAdamW) {
+      gpu_groups.emplace_back(
+          gpu_params,
+          std::make_unique<torch::optim::AdamWOptions>(adamw_options(hdo(g.options()))));
+    } else if (!gpu_params.empty()) {
       gpu_groups.emplace_back(gpu_params,
                               std::make_unique<FusedAdamOptions>(fused_options(hdo(g.options()))));
     }
@@ -212,7 +216,9 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
   } else if (!cpu_groups.empty()) {
     cpu_optimizers_.push_back(make_cpu_optimizer(std::move(cpu_groups)));
   }
-  if (!gpu_groups.empty()) {
+  if (!gpu_groups.empty() && opts.gpu_optimizer_cls() == AcceleratorAdam::kTorchAdamW) {
+    gpu_optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(gpu_groups));
+  } else if (!gpu_groups.empty()) {
     // The factory builds TE's FusedAdam without use_decoupled_grad: it reads `.grad`.
     gpu_optimizer_ = std::make_unique<FusedAdam>(std::move(gpu_groups), FusedAdamOptions(),
                                                  attrs_, FusedAdamFlags{}, behaviour_);
@@ -509,8 +515,12 @@ void HybridDeviceOptimizer::move_new_state_to_right_device() {
   if (behaviour_.mutant_pt03_state_stays_where_loaded) return;
   for (torch::optim::Optimizer* sub : sub_optimizers()) {
     // `isinstance(optimizer, cpu_optimizer_cls)`: under HDO-08 that class is the accelerator's
-    // FusedAdam too, so every sub-optimizer counts as a host one.
-    const bool host = sub != gpu_optimizer_.get() || behaviour_.mutant_hdo08_fused_on_host;
+    // FusedAdam too, and without Transformer Engine both classes are torch's AdamW, so every
+    // sub-optimizer counts as a host one.
+    const bool same_class = hdo_defaults().gpu_optimizer_cls() == AcceleratorAdam::kTorchAdamW &&
+                            !behaviour_.fix_hdo_state_device_by_identity;
+    const bool host =
+        sub != gpu_optimizer_.get() || behaviour_.mutant_hdo08_fused_on_host || same_class;
     const Place to = host ? Place::kHost : Place::kAccelerator;
     for (auto& g : sub->param_groups()) {
       for (auto& inner : g.params()) {

@@ -26,6 +26,10 @@
 
 namespace sc::sut {
 
+// The factory's `gpu_optimizer_cls`: Transformer Engine's FusedAdam, or torch.optim.AdamW when
+// neither Transformer Engine nor Apex is installed (then it is `cpu_optimizer_cls` too).
+enum class AcceleratorAdam { kFusedAdam, kTorchAdamW };
+
 // The HDO's defaults: AdamW hyper-parameters plus the HDO's own arguments.
 struct HdoOptions : public torch::optim::OptimizerCloneableOptions<HdoOptions> {
   TORCH_ARG(double, lr) = 1e-3;
@@ -38,6 +42,7 @@ struct HdoOptions : public torch::optim::OptimizerCloneableOptions<HdoOptions> {
   TORCH_ARG(bool, pin_cpu_grads) = true;
   TORCH_ARG(bool, pin_cpu_params) = true;
   TORCH_ARG(bool, overlap_cpu_optimizer_d2h_h2d) = true;
+  TORCH_ARG(AcceleratorAdam, gpu_optimizer_cls) = AcceleratorAdam::kFusedAdam;
   double get_lr() const override { return lr(); }
   void set_lr(const double lr) override { this->lr(lr); }
 };

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "sim/rig/host_block_cache.h"
-#include "sim/rig/rng.h"
+#include "sim/rig/initial_values.h"
 #include "sim/engines/engines.h"
 #include "sim/rig/stream_sim.h"
 #include "sim/port/distrib_optimizer.h"
@@ -46,13 +46,11 @@ torch::ScalarType to_torch_dtype(model::DType dtype) {
 
 namespace {
 
-// Weight decay of group g: even groups decay, odd groups (the "no-decay" ones) do not.
-double group_weight_decay(int g) { return g % 2 == 0 ? 0.1 : 0.0; }
-
-torch::Tensor make_param(const model::ParamSpec& spec, torch::Device device, SplitMix64& rng) {
-  std::vector<float> values(static_cast<size_t>(spec.numel()));
-  for (float& v : values) v = rng.symmetric_unit();
-  torch::Tensor host = torch::from_blob(values.data(), {spec.numel()}, torch::kFloat).clone();
+// A model parameter holding `values` (representable in its dtype).
+torch::Tensor make_param(const model::ParamSpec& spec, torch::Device device,
+                         const std::vector<float>& values) {
+  torch::Tensor host =
+      torch::from_blob(const_cast<float*>(values.data()), {spec.numel()}, torch::kFloat).clone();
   return host.view(spec.shape).to(device, to_torch_dtype(spec.dtype)).requires_grad_(true);
 }
 
@@ -122,9 +120,9 @@ struct RankRigImpl {
   void drain() const { streams->synchronize(); }
   // Builds the rank: parameters, buffers, the inner optimizer, the DistributedOptimizer, and
   // what construction installed (or raised).
-  void build(uint64_t seed);
-  // The case's parameters from `seed`; this instance's become the port's model params.
-  void make_params(uint64_t seed);
+  void build(const ParamValues& values);
+  // The case's parameters; this instance's become the port's model params.
+  void make_params(const ParamValues& values);
   // The grad and param buffers, one DDP instance per model chunk, named for the streams.
   std::vector<const sut::ParamAndGradBuffer*> make_buffers();
   // The distinct optimizer group indices of this instance's parameters, ascending.
@@ -150,18 +148,13 @@ struct RankRigImpl {
   }
 };
 
-void RankRigImpl::make_params(uint64_t seed) {
+void RankRigImpl::make_params(const ParamValues& values) {
   const bool expert = instance == model::Instance::kExpert;
-  // Every parameter of the case draws its values from the seed, so all ranks agree.
-  SplitMix64 rng(seed);
+  initial = values;
   for (int i = 0; i < static_cast<int>(c.params.size()); ++i) {
     const model::ParamSpec& spec = c.params[i];
-    torch::Tensor t = make_param(spec, device, rng);
-    initial.push_back(std::vector<float>(static_cast<size_t>(spec.numel())));
-    torch::Tensor values = t.detach().to(torch::kCPU, torch::kFloat).contiguous().view(-1);
-    std::copy(values.data_ptr<float>(), values.data_ptr<float>() + spec.numel(),
-              initial.back().begin());
     if (spec.is_expert != expert) continue;
+    torch::Tensor t = make_param(spec, device, values[static_cast<size_t>(i)]);
     sut::ModelParam mp;
     mp.name = spec.name;
     mp.param = t;
@@ -243,7 +236,9 @@ std::unique_ptr<torch::optim::Optimizer> RankRigImpl::make_inner_optimizer(
     sut::HdoOptions defaults;
     defaults.offload_fraction(c.offload_fraction)
         .param_update_in_fp32(true)
-        .overlap_cpu_optimizer_d2h_h2d(c.overlap_cpu_optimizer_d2h_h2d);
+        .overlap_cpu_optimizer_d2h_h2d(c.overlap_cpu_optimizer_d2h_h2d)
+        .gpu_optimizer_cls(c.transformer_engine ? sut::AcceleratorAdam::kFusedAdam
+                                                : sut::AcceleratorAdam::kTorchAdamW);
     return std::make_unique<sut::HybridDeviceOptimizer>(std::move(groups), defaults, device,
                                                         &attrs, behaviour, streams.get(),
                                                         engines::engine_for(behaviour).get());
@@ -380,10 +375,10 @@ void RankRigImpl::observe_constructed() {
   }
 }
 
-void RankRigImpl::build(uint64_t seed) {
+void RankRigImpl::build(const ParamValues& values) {
   obs.instance = instance;
   obs.rank = rank;
-  make_params(seed);
+  make_params(values);
   const std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs = make_buffers();
   const std::vector<int> ids = group_ids();
   construct(make_inner_optimizer(ids), buffer_ptrs);
@@ -404,9 +399,15 @@ std::vector<float> to_floats(const torch::Tensor& t) {
 RankRig::RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                  const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
                  const StreamSchedule& schedule)
+    : RankRig(spec, instance, rank, behaviour, device, sim::initial_values(spec, seed), schedule) {}
+
+RankRig::RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
+                 const sut::Behaviour& behaviour, torch::Device device, const ParamValues& initial,
+                 const StreamSchedule& schedule)
     : impl_((keep_large_host_blocks(),
              std::make_unique<RankRigImpl>(spec, instance, rank, behaviour, device, schedule))) {
-  impl_->build(seed);
+  if (const auto bad = check_initial_values(spec, initial)) throw std::invalid_argument(*bad);
+  impl_->build(initial);
 }
 
 std::vector<std::string> RankRig::pageable_copies() const {
@@ -564,27 +565,7 @@ ObservedPlacement RankRig::placement(size_t g, size_t i) const {
   return out;
 }
 
-uint64_t RankRig::digest() const {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](const void* data, size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t k = 0; k < bytes; ++k) h = (h ^ p[k]) * 0x100000001b3ull;
-  };
-  auto mix_floats = [&](const std::vector<float>& v) { mix(v.data(), v.size() * sizeof(float)); };
-  const RankRigImpl& r = *impl_;
-  if (!r.dist) return h;
-  for (size_t g = 0; g < r.installed.size(); ++g) {
-    for (size_t i = 0; i < r.installed[g].size(); ++i) {
-      mix_floats(model_piece(g, i));
-      mix_floats(optimizer_piece(g, i));
-      const ObservedState s = state(g, i);
-      mix_floats(s.exp_avg);
-      mix_floats(s.exp_avg_sq);
-      mix(&s.step, sizeof s.step);
-    }
-  }
-  return h;
-}
+uint64_t RankRig::digest() const { return state_digest(*this); }
 
 int RankRig::num_cpu_optimizers() const {
   const auto* h = impl_->hdo();
@@ -835,24 +816,6 @@ std::vector<std::vector<float>> RankRig::model_values() const {
   std::vector<std::vector<float>> out;
   for (const auto& mp : impl_->params) out.push_back(to_floats(mp.param));
   return out;
-}
-
-std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& spec,
-                                          model::Instance instance, int64_t rank, uint64_t seed,
-                                          const StreamSchedule& schedule) {
-  return std::make_unique<RankRig>(spec, instance, rank, target.behaviour, target.device, seed,
-                                   schedule);
-}
-
-GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
-                                 GatheredFormat format) {
-  std::vector<const RankRig*> ranks;
-  for (const RankUnderTest* r : group) {
-    const auto* rig = dynamic_cast<const RankRig*>(r);
-    if (rig == nullptr) throw std::invalid_argument("save_gathered: a rank of another target");
-    ranks.push_back(rig);
-  }
-  return RankRig::save_gathered(ranks, format);
 }
 
 }  // namespace sc::sim

@@ -33,6 +33,12 @@ class RankRig final : public RankUnderTest {
   RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
           const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
           const StreamSchedule& schedule = StreamSchedule{});
+  // The same, from given initial values (sim/rig/initial_values.h; std::invalid_argument when
+  // they do not fit the case).
+  RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
+          const sut::Behaviour& behaviour, torch::Device device,
+          const std::vector<std::vector<float>>& initial,
+          const StreamSchedule& schedule = StreamSchedule{});
   ~RankRig() override;
   RankRig(const RankRig&) = delete;
   RankRig& operator=(const RankRig&) = delete;

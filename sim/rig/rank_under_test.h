@@ -1,6 +1,7 @@
 // The system-under-test seam: what the properties build, drive and observe one rank through,
-// in the model's vocabulary. The port implements it today (sim/rig/rank_rig.h, RankRig); the
-// real Megatron-Core code will be a second implementation. build_rank() picks one by target.
+// in the model's vocabulary. Two systems implement it: the port (sim/rig/rank_rig.h, RankRig)
+// and real Megatron-Core code run by a worker process (sim/rig/megatron_rank.h). build_rank()
+// picks one by target.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,8 @@
 #include "model/streams.h"
 #include "sim/port/behaviour.h"
 #include "sim/port/torch_pch.h"
+#include "sim/rig/initial_values.h"
+#include "sim/rig/megatron_worker.h"
 
 namespace sc::sim {
 
@@ -162,10 +165,12 @@ class RankUnderTest {
   virtual std::vector<std::string> pageable_copies() const = 0;
 };
 
-// What a rank is built of: today the port under `behaviour` on `device`.
+// What a rank is built of: the port under `behaviour` on `device`, or, when `megatron` names a
+// tree, Megatron's own code from that tree (on CUDA when `device` is).
 struct Target {
   sut::Behaviour behaviour;
   torch::Device device = torch::Device(torch::kCPU);
+  std::optional<MegatronTarget> megatron;
 };
 
 // Builds `rank` of `instance` of case `spec` on `target`, values from `seed`; construction errors
@@ -173,6 +178,20 @@ struct Target {
 std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& spec,
                                           model::Instance instance, int64_t rank, uint64_t seed,
                                           const StreamSchedule& schedule = StreamSchedule{});
+// The same from given initial values, one vector per case parameter, each value representable
+// in its dtype (std::invalid_argument otherwise). Stream simulation is the port's alone.
+std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& spec,
+                                          model::Instance instance, int64_t rank,
+                                          const ParamValues& initial,
+                                          const StreamSchedule& schedule = StreamSchedule{});
+
+// The weight decay every system under test builds case group `group` with: even groups decay
+// (0.1), odd groups (the "no-decay" ones) do not.
+double group_weight_decay(int group);
+
+// FNV-1a digest of every owned piece of `rank`'s model params, the optimizer's params and their
+// state (exp_avg, exp_avg_sq, step): equal digests mean bit-identical final states.
+uint64_t state_digest(const RankUnderTest& rank);
 
 // Saves the DP group `group` (group[r] is DP rank r of one instance of one case, every rank
 // constructed, all of one target) in `format`. What Megatron raises while saving is kept and

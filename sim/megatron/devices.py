@@ -1,0 +1,395 @@
+"""What this PyTorch and machine lack, supplied: a CUDA stand-in, PyTorch 2.x's optimizer hooks, and
+the torch.distributed set-up Megatron expects.
+
+On a CPU machine, "accelerator" tensors are host tensors of the class AcceleratorTensor: they report
+`is_cuda`, a `torch.cuda.*` type() and device cuda:0, every op on them yields the class again, and
+mixing them with host tensors in one op raises as CUDA does. `.cpu()` and `.to("cpu")` copy out,
+`.cuda()` and `.to("cuda")` copy in, factories with a CUDA device build one. Nothing can be
+page-locked without CUDA: pin_memory() returns ordinary host memory marked `pin_requested`, and
+is_pinned() stays false, as for the port on a CPU machine. Streams and events run in program order:
+every op completes when issued, so there is nothing to wait for. Each install_* returns the
+stand-in lines it installed.
+"""
+
+import contextlib
+import functools
+import inspect
+from collections import OrderedDict
+
+import torch
+import torch.utils.hooks
+
+_ACCELERATOR = torch.device("cuda", 0)
+_TENSOR_TO = torch.Tensor.to  # before install_cuda_stand_in() wraps it
+# Property getters whose result is a new tensor object (a view), not one stored on the tensor.
+_NEW_OBJECT_GETTERS = {"data", "T", "mT", "H", "mH", "real", "imag"}
+
+
+def _is_accelerator_device(device):
+    if device is None:
+        return False
+    if isinstance(device, int):
+        return True
+    return torch.device(device).type == "cuda"
+
+
+def is_accelerator(tensor):
+    """Whether `tensor` stands for (or is) a tensor in accelerator memory."""
+    return isinstance(tensor, AcceleratorTensor) or tensor.is_cuda
+
+
+def _adopt(value, keep=()):
+    """Makes every plain tensor in `value` an AcceleratorTensor, in place (no alias, no copy),
+    except the objects in `keep`: an op's own inputs, as an in-place op returns them."""
+    if type(value) is torch.Tensor and not any(value is k for k in keep):
+        value.__class__ = AcceleratorTensor
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _adopt(v, keep)
+    return value
+
+
+def _tensors_in(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (tuple, list)):
+            yield from (t for t in a if isinstance(t, torch.Tensor))
+
+
+def _check_one_device(func, tensors):
+    """Raises as CUDA does when an op mixes accelerator and host tensors (host scalars excepted)."""
+    if func in (torch.Tensor.copy_, torch.Tensor.to):
+        return
+    if not any(isinstance(t, AcceleratorTensor) for t in tensors):
+        return
+    for t in tensors:
+        if not isinstance(t, AcceleratorTensor) and t.dim() > 0:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"cuda:0 and cpu! (in {getattr(func, '__name__', func)})"
+            )
+
+
+def _returns_new_object(func, kwargs):
+    if "out" in kwargs:
+        return False
+    if getattr(func, "__name__", "") == "__get__":
+        return getattr(getattr(func, "__self__", None), "__name__", "") in _NEW_OBJECT_GETTERS
+    return True
+
+
+def _parse_target(args, kwargs):
+    """(device, dtype, non_blocking, memory_format) of a Tensor.to call."""
+    if args and isinstance(args[0], torch.Tensor):
+        other = args[0]
+        device = _ACCELERATOR if is_accelerator(other) else torch.device("cpu")
+        return device, other.dtype, kwargs.get("non_blocking", False), None
+    return torch._C._nn._parse_to(*args, **{k: v for k, v in kwargs.items() if k != "copy"})
+
+
+def _to_host_storage(tensor, dtype, non_blocking, memory_format, copy):
+    """Tensor.to on the host storage, the device left as it is."""
+    options = {"non_blocking": non_blocking, "copy": copy}
+    if dtype is not None:
+        options["dtype"] = dtype
+    if memory_format is not None:
+        options["memory_format"] = memory_format
+    with torch._C.DisableTorchFunction():
+        return _TENSOR_TO(tensor, **options)
+
+
+class AcceleratorTensor(torch.Tensor):
+    """A host tensor that stands for a tensor in accelerator (CUDA) memory."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tensors = list(_tensors_in(args, kwargs))
+        _check_one_device(func, tensors)
+        with torch._C.DisableTorchFunction():
+            out = func(*args, **kwargs)
+        if not _returns_new_object(func, kwargs):
+            return out
+        return _adopt(out, keep=tensors)
+
+    @property
+    def is_cuda(self):
+        return True
+
+    @property
+    def device(self):
+        return _ACCELERATOR
+
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        if dtype is None:
+            with torch._C.DisableTorchFunction():
+                return torch.Tensor.type(self).replace("torch.", "torch.cuda.", 1)
+        with torch._C.DisableTorchFunction():
+            return _adopt(torch.Tensor.type(self, dtype, non_blocking, **kwargs))
+
+    def cpu(self, memory_format=torch.preserve_format):
+        return _to_host_storage(self, None, False, memory_format, copy=True)
+
+    def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+        return self
+
+    def to(self, *args, **kwargs):
+        device, dtype, non_blocking, memory_format = _parse_target(args, kwargs)
+        leaves = device is not None and device.type == "cpu"
+        out = _to_host_storage(self, dtype, non_blocking, memory_format,
+                               copy=leaves or kwargs.get("copy", False))
+        return out if leaves or out is self else _adopt(out)
+
+    def pin_memory(self, device=None):
+        raise RuntimeError(
+            f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
+
+    def numpy(self, *args, **kwargs):
+        raise TypeError(
+            "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
+            "tensor to host memory first.")
+
+
+# ---- host tensors: copies into the stand-in accelerator, pinned memory ----
+
+def _host_cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+    return _adopt(_to_host_storage(self, None, non_blocking, memory_format, copy=True))
+
+
+def _wrap_host_to(original):
+    @functools.wraps(original)
+    def to(self, *args, **kwargs):
+        device, dtype, non_blocking, memory_format = _parse_target(args, kwargs)
+        if device is None or device.type != "cuda":
+            return original(self, *args, **kwargs)
+        return _adopt(_to_host_storage(self, dtype, non_blocking, memory_format, copy=True))
+    return to
+
+
+def _host_pin_memory(self, device=None):
+    # A new host tensor, as pin_memory() returns; nothing is page-locked without CUDA.
+    out = self.clone()
+    out.pin_requested = True
+    return out
+
+
+def _wrap_factory(original):
+    """A tensor factory that builds accelerator tensors for a CUDA device and records pin_memory."""
+    @functools.wraps(original)
+    def factory(*args, **kwargs):
+        device = kwargs.pop("device", None)
+        pinned = kwargs.pop("pin_memory", False)
+        on_accelerator = _is_accelerator_device(device)
+        if device is not None and not on_accelerator:
+            kwargs["device"] = device
+        out = original(*args, **kwargs)
+        if on_accelerator:
+            return _adopt(out) if type(out) is torch.Tensor else out.cuda()
+        if pinned:
+            out.pin_requested = True
+        return out
+    return factory
+
+
+_FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "rand", "randn", "randint", "arange",
+              "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
+              "empty_strided", "as_tensor")
+
+
+# ---- torch.cuda: streams and events in program order ----
+
+class Stream:
+    """A CUDA stream stand-in: work issued on it has completed already."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        self.device = _ACCELERATOR
+
+    def wait_stream(self, stream):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+    def synchronize(self):
+        pass
+
+    def query(self):
+        return True
+
+
+class Event:
+    """A CUDA event stand-in: recorded work has completed already."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def query(self):
+        return True
+
+
+class _CurrentStream:
+    stream = Stream()
+
+
+def _current_stream(device=None):
+    return _CurrentStream.stream
+
+
+@contextlib.contextmanager
+def _stream(stream):
+    previous = _CurrentStream.stream
+    if stream is not None:
+        _CurrentStream.stream = stream
+    try:
+        yield
+    finally:
+        _CurrentStream.stream = previous
+
+
+def install_cuda_stand_in():
+    """Installs the host-memory CUDA stand-in; returns what it installed, in words."""
+    torch.Tensor.cuda = _host_cuda
+    torch.Tensor.to = _wrap_host_to(torch.Tensor.to)
+    torch.Tensor.pin_memory = _host_pin_memory
+    for name in _FACTORIES:
+        setattr(torch, name, _wrap_factory(getattr(torch, name)))
+    cuda = torch.cuda
+    cuda.Stream, cuda.Event = Stream, Event
+    cuda.current_stream = cuda.default_stream = _current_stream
+    cuda.stream = _stream
+    cuda.synchronize = lambda device=None: None
+    cuda.current_device = lambda: 0
+    cuda.is_available = lambda: True
+    cuda.device_count = lambda: 1
+    cuda.empty_cache = lambda: None
+    return [
+        "CUDA tensors: host tensors of a subclass that reports is_cuda, type() 'torch.cuda.*' and "
+        "device cuda:0, keeps its class through every op and refuses ops mixed with host tensors; "
+        ".cpu()/.to('cpu') copy out, .cuda()/.to('cuda') and factories with device='cuda' copy in",
+        "pinned host memory: pin_memory() and pin_memory=True give ordinary host memory marked "
+        "pin_requested; is_pinned() stays false (nothing is page-locked without CUDA, as for "
+        "the port on a CPU machine)",
+        "CUDA streams and events: program order (every copy has completed when issued)",
+        "torch.cuda.current_device/is_available/device_count/synchronize/empty_cache: one device",
+    ]
+
+
+# ---- torch.optim hooks of PyTorch 2.x ----
+
+def _with_step_post_hooks(step):
+    @functools.wraps(step)
+    def hooked_step(self, *args, **kwargs):
+        out = step(self, *args, **kwargs)
+        for hook in list(getattr(self, "_optimizer_step_post_hooks", {}).values()):
+            hook(self, args, kwargs)
+        return out
+    hooked_step._runs_post_hooks = True
+    return hooked_step
+
+
+def _register_step_post_hook(self, hook):
+    cls = type(self)
+    if not getattr(cls.step, "_runs_post_hooks", False):
+        cls.step = _with_step_post_hooks(cls.step)
+    if "_optimizer_step_post_hooks" not in self.__dict__:
+        self._optimizer_step_post_hooks = OrderedDict()
+    handle = torch.utils.hooks.RemovableHandle(self._optimizer_step_post_hooks)
+    self._optimizer_step_post_hooks[handle.id] = hook
+    return handle
+
+
+def _register_hook(attribute):
+    def register(self, hook, prepend=False):
+        if attribute not in self.__dict__:
+            setattr(self, attribute, OrderedDict())
+        hooks = getattr(self, attribute)
+        handle = torch.utils.hooks.RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+    return register
+
+
+def _with_load_state_dict_hooks(load_state_dict):
+    @functools.wraps(load_state_dict)
+    def hooked(self, state_dict):
+        for hook in list(getattr(self, "_optimizer_load_state_dict_pre_hooks", {}).values()):
+            changed = hook(self, state_dict)
+            state_dict = changed if changed is not None else state_dict
+        load_state_dict(self, state_dict)
+        for hook in list(getattr(self, "_optimizer_load_state_dict_post_hooks", {}).values()):
+            hook(self)
+    return hooked
+
+
+def install_optimizer_hooks():
+    """Adds PyTorch 2.x's optimizer hooks where torch.optim lacks them; returns what it added."""
+    optimizer = torch.optim.Optimizer
+    added = []
+    if not hasattr(optimizer, "register_step_post_hook"):
+        optimizer.register_step_post_hook = _register_step_post_hook
+        added.append("torch.optim.Optimizer.register_step_post_hook: PyTorch 2.x semantics "
+                     "(hook(optimizer, args, kwargs) after each step of that optimizer)")
+    if not hasattr(optimizer, "register_load_state_dict_pre_hook"):
+        optimizer.register_load_state_dict_pre_hook = _register_hook(
+            "_optimizer_load_state_dict_pre_hooks")
+        optimizer.register_load_state_dict_post_hook = _register_hook(
+            "_optimizer_load_state_dict_post_hooks")
+        optimizer.load_state_dict = _with_load_state_dict_hooks(optimizer.load_state_dict)
+        added.append("torch.optim.Optimizer.register_load_state_dict_pre_hook/post_hook: "
+                     "PyTorch 2.x semantics (run by Optimizer.load_state_dict)")
+    return added
+
+
+# ---- torch.distributed ----
+
+def _missing_collective(name):
+    def collective(*args, **kwargs):
+        raise RuntimeError(f"torch.distributed.{name} is not in this PyTorch; the worker runs no "
+                           "collectives")
+    return collective
+
+
+def install_distributed():
+    """A one-process gloo group over an in-memory store, so that Megatron's checks of
+    torch.distributed pass; the DP groups Megatron is handed are stand-ins. Returns what it added."""
+    distributed = torch.distributed
+    added = []
+    if not hasattr(distributed, "_coalescing_manager"):
+        distributed._coalescing_manager = _missing_collective("_coalescing_manager")
+        added.append("torch.distributed._coalescing_manager: absent in this PyTorch; a "
+                     "placeholder that raises (no collectives run)")
+    if not distributed.is_initialized():
+        distributed.init_process_group("gloo", store=distributed.HashStore(), rank=0,
+                                       world_size=1)
+    added.append("torch.distributed: one process (gloo, in-memory store); data-parallel ranks "
+                 "are emulated by process-group stand-ins of size dp that answer size() and "
+                 "rank() only")
+    return added
+
+
+def fused_adamw_note():
+    """The factory builds the hybrid optimizer's AdamW groups with fused=True. Where this PyTorch's
+    AdamW takes no `fused` argument, the key only rides along in the group dicts and is never
+    read, so the single-tensor AdamW runs on both sides; nothing is changed for it."""
+    if "fused" in inspect.signature(torch.optim.AdamW.__init__).parameters:
+        return []
+    return ["AdamW fused=True (the factory's hybrid-optimizer default): this PyTorch's AdamW has "
+            "no fused kernel and never reads the group key, so the single-tensor AdamW runs on "
+            "both sides (nothing installed)"]

@@ -1,0 +1,314 @@
+"""Loads the optimizer path of Megatron-Core from a tree, unmodified, without `import megatron.core`.
+
+Only the modules in REAL_MODULES execute. Their parent packages are registered empty (their
+`__init__` never runs), Transformer Engine and Apex are hidden (ImportError, so Megatron takes its
+torch.optim paths), and every other `megatron.*` module is a placeholder whose names are classes
+that raise when called or instantiated: an unexpected path fails loudly instead of running code
+the worker does not mean to run. From tensor_parallel/layers.py only the attribute-copying helpers
+the shard builder calls are taken: copy_tensor_model_parallel_attributes (and the table it reads)
+and, where the tree has it, copy_gtp_attributes.
+"""
+
+import ast
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import inspect
+import os
+import sys
+import types
+
+# Module name -> file under megatron/core; a name ending in a package's __init__.py is a package.
+REAL_MODULES = {
+    "megatron.core.config": "config.py",
+    "megatron.core.package_info": "package_info.py",
+    "megatron.core._rank_utils": "_rank_utils.py",
+    "megatron.core._slurm_utils": "_slurm_utils.py",
+    "megatron.core.utils": "utils.py",
+    "megatron.core.enums": "enums.py",
+    "megatron.core.config_logger": "config_logger.py",
+    "megatron.core.fp8_utils": "fp8_utils.py",
+    "megatron.core.fp4_utils": "fp4_utils.py",
+    "megatron.core.optimizer_param_scheduler": "optimizer_param_scheduler.py",
+    "megatron.core.optimizer": "optimizer/__init__.py",
+    "megatron.core.optimizer.param_layout": "optimizer/param_layout.py",
+    "megatron.core.optimizer.optimizer_config": "optimizer/optimizer_config.py",
+    "megatron.core.optimizer.grad_scaler": "optimizer/grad_scaler.py",
+    "megatron.core.optimizer.optimizer": "optimizer/optimizer.py",
+    "megatron.core.optimizer.clip_grads": "optimizer/clip_grads.py",
+    "megatron.core.optimizer.layer_wise_optimizer": "optimizer/layer_wise_optimizer.py",
+    "megatron.core.optimizer.distrib_optimizer": "optimizer/distrib_optimizer.py",
+    "megatron.core.optimizer.cpu_offloading": "optimizer/cpu_offloading/__init__.py",
+    "megatron.core.optimizer.cpu_offloading.hybrid_optimizer":
+        "optimizer/cpu_offloading/hybrid_optimizer.py",
+    "megatron.core.optimizer.cpu_offloading.optimizer_state_offloader":
+        "optimizer/cpu_offloading/optimizer_state_offloader.py",
+    "megatron.core.distributed.distributed_data_parallel_config":
+        "distributed/distributed_data_parallel_config.py",
+    "megatron.core.distributed.param_and_grad_buffer": "distributed/param_and_grad_buffer.py",
+}
+# Packages whose __init__ must not run: registered empty, their path pointing into the tree.
+EMPTY_PACKAGES = {"megatron": "", "megatron.core": "core", "megatron.core.distributed":
+                  "core/distributed"}
+# Not installed as far as Megatron may tell: the configuration without Transformer Engine or Apex.
+# Megatron's own TE wrappers import TE first, so without TE they raise ImportError too.
+HIDDEN = ("transformer_engine", "transformer_engine_torch", "apex",
+          "megatron.core.extensions.transformer_engine")
+TENSOR_PARALLEL = "megatron.core.tensor_parallel"
+TP_FUNCTION = "copy_tensor_model_parallel_attributes"
+TP_TABLE = "_MODEL_PARALLEL_ATTRIBUTE_DEFAULTS"
+# Newer trees also copy GTP metadata onto the shards, with a helper of the same kind.
+TP_OPTIONAL_FUNCTIONS = ("copy_gtp_attributes",)
+
+
+STAND_INS = [
+    "Transformer Engine and Apex: hidden (ImportError), so Megatron takes its torch.optim paths; "
+    "megatron.* modules outside the optimizer path are placeholders that raise when used",
+]
+
+
+class TreeError(Exception):
+    """The tree cannot be served: kind is "not_a_tree", "api_moved" or "import_failed"."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+
+
+class PlaceholderCalled(RuntimeError):
+    """Megatron reached a module the worker does not load."""
+
+
+class _Placeholder(type):
+    """Classes standing for names of modules the worker does not load."""
+
+    def __call__(cls, *args, **kwargs):
+        raise PlaceholderCalled(f"{cls.__qualname__} is not loaded by the worker "
+                                "(a placeholder for a module outside the optimizer path)")
+
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return placeholder(f"{cls.__qualname__}.{name}", cls.__module__)
+
+    def __getitem__(cls, item):
+        return cls
+
+
+def placeholder(qualname, module):
+    return _Placeholder(qualname.rsplit(".", 1)[-1], (),
+                        {"__qualname__": qualname, "__module__": module})
+
+
+class _PlaceholderModule(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = placeholder(f"{self.__name__}.{name}", self.__name__)
+        setattr(self, name, value)
+        return value
+
+
+class _BuiltLoader(importlib.abc.Loader):
+    """Loads a module made by `make(module)` instead of by executing a file."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        self.make(module)
+
+
+class _TreeFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, core):
+        self.core = core  # TREE/megatron/core
+
+    def find_spec(self, fullname, path=None, target=None):
+        if any(fullname == h or fullname.startswith(h + ".") for h in HIDDEN):
+            raise ModuleNotFoundError(f"No module named '{fullname}' (hidden from the worker)",
+                                      name=fullname)
+        if fullname != "megatron" and not fullname.startswith("megatron."):
+            return None
+        if fullname in EMPTY_PACKAGES:
+            return self._empty_package(fullname)
+        if fullname in REAL_MODULES:
+            return self._real(fullname)
+        if fullname == TENSOR_PARALLEL:
+            return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(self._tensor_parallel))
+        return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(_make_placeholder))
+
+    def _empty_package(self, fullname):
+        where = os.path.join(os.path.dirname(self.core), EMPTY_PACKAGES[fullname])
+        spec = importlib.machinery.ModuleSpec(fullname, _BuiltLoader(lambda m: None),
+                                              is_package=True)
+        spec.submodule_search_locations = [os.path.normpath(where)]
+        return spec
+
+    def _real(self, fullname):
+        file = os.path.join(self.core, REAL_MODULES[fullname])
+        if not os.path.isfile(file):
+            raise TreeError("api_moved", f"the tree has no megatron/core/{REAL_MODULES[fullname]}")
+        package = [os.path.dirname(file)] if file.endswith("__init__.py") else None
+        return importlib.util.spec_from_file_location(fullname, file,
+                                                      submodule_search_locations=package)
+
+    def _tensor_parallel(self, module):
+        _make_placeholder(module)
+        file = os.path.join(self.core, "tensor_parallel", "layers.py")
+        if not os.path.isfile(file):
+            raise TreeError("api_moved", "the tree has no megatron/core/tensor_parallel/layers.py")
+        with open(file) as f:
+            tree = ast.parse(f.read(), filename=file)
+        defined = set().union(*(_defines(node) for node in tree.body))
+        for name in (TP_FUNCTION, TP_TABLE):
+            if name not in defined:
+                raise TreeError("api_moved", f"tensor_parallel/layers.py has no '{name}'")
+        wanted = {TP_FUNCTION, TP_TABLE} | (defined & set(TP_OPTIONAL_FUNCTIONS))
+        namespace = _execute(tree, file, wanted)
+        for name in wanted - {TP_TABLE}:
+            setattr(module, name, namespace[name])
+
+
+def _make_placeholder(module):
+    module.__class__ = _PlaceholderModule
+    module.__path__ = []
+
+
+def _execute(tree, file, names):
+    """Runs only the top-level definitions and assignments of `names` from a parsed file."""
+    body = [node for node in tree.body if _defines(node) & names]
+    namespace = {"__name__": "megatron.core.tensor_parallel.layers", "__file__": file}
+    exec(compile(ast.Module(body=body, type_ignores=[]), file, "exec"), namespace)
+    return namespace
+
+
+def _defines(node):
+    if isinstance(node, ast.FunctionDef):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {t.id for t in node.targets if isinstance(t, ast.Name)}
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return {node.target.id}
+    return set()
+
+
+class Megatron:
+    """The Megatron-Core names the worker drives, loaded from one tree."""
+
+    def __init__(self, tree):
+        self.tree = tree
+        self.core = os.path.join(tree, "megatron", "core")
+        if not os.path.isfile(os.path.join(self.core, REAL_MODULES[
+                "megatron.core.optimizer.distrib_optimizer"])):
+            raise TreeError("not_a_tree",
+                            f"{tree} has no megatron/core/optimizer/distrib_optimizer.py")
+        sys.meta_path.insert(0, _TreeFinder(self.core))
+        os.environ.setdefault("NO_VCS_VERSION", "1")  # package_info would run git otherwise
+        self._import()
+        check_api(self)
+
+    def _import(self):
+        try:
+            optimizer = importlib.import_module("megatron.core.optimizer")
+            self.distrib = importlib.import_module("megatron.core.optimizer.distrib_optimizer")
+            self.hybrid = importlib.import_module(
+                "megatron.core.optimizer.cpu_offloading.hybrid_optimizer")
+            config = importlib.import_module("megatron.core.optimizer.optimizer_config")
+            ddp_config = importlib.import_module(
+                "megatron.core.distributed.distributed_data_parallel_config")
+            self.buffer = importlib.import_module("megatron.core.distributed.param_and_grad_buffer")
+            importlib.import_module("megatron.core.optimizer_param_scheduler")
+            self.tensor_parallel = importlib.import_module(TENSOR_PARALLEL)
+        except TreeError:
+            raise
+        except Exception as e:  # any failure to import the tree's code
+            raise TreeError("import_failed", f"{type(e).__name__}: {e}") from e
+        self.factory_module = optimizer
+        self.OptimizerConfig = getattr(config, "OptimizerConfig", None)
+        self.DistributedDataParallelConfig = getattr(ddp_config, "DistributedDataParallelConfig",
+                                                     None)
+
+
+# What the worker calls, with the arguments it passes: (owner attribute, name, arguments).
+REQUIRED = [
+    ("factory_module", "_get_megatron_optimizer_based_on_param_groups",
+     ["config", "model_chunks", "param_groups", "per_model_buffers", "data_parallel_group",
+      "data_parallel_group_gloo", "data_parallel_group_idx", "intra_dist_opt_group",
+      "distributed_optimizer_instance_id", "pg_collection"]),
+    ("distrib", "DistributedOptimizer", None),
+    ("hybrid", "HybridDeviceOptimizer", None),
+    ("buffer", "_ParamAndGradBuffer", None),
+    ("buffer", "group_params_for_buffers", ["params", "grad_reduce_in_fp32"]),
+    ("buffer", "partition_buckets", ["buffers", "force_single_bucket_group"]),
+    ("buffer", "shard_buffer", ["buffer", "data_parallel_world_size"]),
+]
+DIST_OPT_METHODS = {
+    "__init__": ["optimizer", "config", "grad_scaler", "init_state_fn", "model_chunks",
+                 "per_model_buffers", "data_parallel_group", "data_parallel_group_gloo",
+                 "data_parallel_group_idx", "distributed_optimizer_instance_id"],
+    "_build_model_and_main_param_groups": ["gbuf_ranges", "param_gbuf_map", "opt_group_ranges",
+                                           "config"],
+    "_build_optimizer_group_ranges": ["param_groups", "gbuf_ranges"],
+    "compute_full_param_layout": ["params", "bucket_size", "data_parallel_world_size",
+                                 "ddp_config", "expert_data_parallel_world_size"],
+    "_get_model_param_range_map": ["param"],
+    "step": [], "zero_grad": ["set_to_none"], "reload_model_params": [],
+}
+BUFFER_ARGUMENTS = ["ddp_config", "param_dtype", "grad_dtype", "params_with_names",
+                    "data_parallel_group", "bucket_size", "param_to_name",
+                    "gradient_scaling_factor", "param_indices", "nccl_ub", "pg_collection",
+                    "param_layout"]
+HDO_METHODS = ["_init_sub_optimizers", "_get_sub_optimizer_param_groups",
+               "update_fp32_param_by_new_param", "_sync_sub_optimizers_state_to_hdo"]
+CONFIG_FIELDS = ["optimizer", "lr", "bf16", "fp16", "clip_grad", "decoupled_weight_decay",
+                 "use_distributed_optimizer", "optimizer_cpu_offload",
+                 "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d",
+                 "use_precision_aware_optimizer", "store_param_remainders"]
+DDP_FIELDS = ["grad_reduce_in_fp32", "overlap_grad_reduce", "use_distributed_optimizer",
+              "bucket_size", "pad_buckets_for_high_nccl_busbw", "nccl_ub"]
+
+
+def check_api(megatron):
+    """Raises TreeError("api_moved") naming the first thing the worker needs that the tree lacks;
+    binds each function and class of REQUIRED to `megatron` under its own name."""
+    for owner, name, arguments in REQUIRED:
+        value = getattr(getattr(megatron, owner), name, None)
+        if value is None:
+            raise TreeError("api_moved", f"{getattr(megatron, owner).__name__} has no '{name}'")
+        setattr(megatron, name, value)
+        if arguments is not None:
+            _check_arguments(value, name, arguments)
+    for name, arguments in DIST_OPT_METHODS.items():
+        _check_method(megatron.DistributedOptimizer, name, arguments)
+    _check_method(megatron._ParamAndGradBuffer, "__init__", BUFFER_ARGUMENTS)
+    for name in HDO_METHODS:
+        _check_method(megatron.HybridDeviceOptimizer, name, [])
+    _check_fields(megatron.OptimizerConfig, "OptimizerConfig", CONFIG_FIELDS)
+    _check_fields(megatron.DistributedDataParallelConfig, "DistributedDataParallelConfig",
+                  DDP_FIELDS)
+
+
+def _check_method(cls, name, arguments):
+    method = getattr(cls, name, None)
+    if method is None:
+        raise TreeError("api_moved", f"{cls.__name__} has no '{name}'")
+    _check_arguments(method, f"{cls.__name__}.{name}", arguments)
+
+
+def _check_arguments(function, name, arguments):
+    parameters = inspect.signature(function).parameters
+    for argument in arguments:
+        if argument not in parameters:
+            raise TreeError("api_moved", f"{name} has no argument '{argument}'")
+
+
+def _check_fields(cls, name, fields):
+    if cls is None:
+        raise TreeError("api_moved", f"the tree has no {name}")
+    known = getattr(cls, "__dataclass_fields__", {})
+    for field in fields:
+        if field not in known:
+            raise TreeError("api_moved", f"{name} has no field '{field}'")

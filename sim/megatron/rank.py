@@ -1,0 +1,277 @@
+"""One rank of one instance of a case, built, stepped and observed with Megatron-Core's own code.
+
+A rank is built as Megatron's training path builds it: each model chunk's DDP buffers (the buffer
+creation of DistributedDataParallel.__init__, re-created here because DDP itself needs a model and
+Megatron's process groups), then `_get_megatron_optimizer_based_on_param_groups`, which makes the
+inner optimizer (torch.optim.AdamW, or the HybridDeviceOptimizer over torch.optim.AdamW) and the
+DistributedOptimizer. The data-parallel group is a stand-in of the case's size seen from this rank;
+no collective runs: the caller writes the reduced gradient into every rank's main_grad, and the
+param all-gather after a step is left out (only this rank's own pieces are observed).
+"""
+
+import types
+
+import numpy as np
+import torch
+
+from loader import PlaceholderCalled
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+          "fp64": torch.float64}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+LEAF_ERROR = "can't optimize a non-leaf Tensor"
+INNER_LR = 1e-3
+
+
+STAND_INS = [
+    "DistributedDataParallel: its buffer creation re-created with Megatron's own "
+    "group_params_for_buffers, compute_full_param_layout, _ParamAndGradBuffer and "
+    "partition_buckets; a model-chunk stand-in that starts no param all-gather after a step",
+]
+
+
+class Refused(Exception):
+    """A request this worker cannot serve as asked (not an error of Megatron's)."""
+
+
+def refuse_transformer_engine(case):
+    """This worker runs without Transformer Engine (and Apex): it cannot build what needs TE's
+    FusedAdam."""
+    if case.get("precision_aware", False):
+        raise Refused("precision-aware optimizer needs Transformer Engine's FusedAdam "
+                      "(not available to this worker)")
+    if case.get("transformer_engine", False) and case["cpu_offload"]:
+        raise Refused("the hybrid optimizer's accelerator side is Transformer Engine's FusedAdam "
+                      "when TE is installed (not available to this worker)")
+
+
+def from_bits(bits):
+    """fp32 values from their bit patterns, as a flat host tensor."""
+    return torch.from_numpy(np.asarray(bits, dtype=np.uint32).view(np.float32).copy())
+
+
+def to_bits(tensor):
+    """The bit patterns of `tensor`'s values widened (or rounded, for fp64) to fp32."""
+    host = tensor.detach().cpu().to(torch.float32).contiguous().view(-1)
+    return host.numpy().view(np.uint32).tolist()
+
+
+def nbytes(tensor):
+    return tensor.numel() * tensor.element_size()
+
+
+class GroupStandIn:
+    """A process group of `size` ranks seen from `rank`. Megatron reads its size and rank; a
+    collective on it fails, because it is no torch.distributed.ProcessGroup."""
+
+    def __init__(self, size, rank):
+        self._size, self._rank = size, rank
+
+    def size(self):
+        return self._size
+
+    def rank(self):
+        return self._rank
+
+
+class ModelChunk:
+    """What DistributedOptimizer reads of a DDP-wrapped model chunk. The param all-gather it would
+    start after a step is not run."""
+
+    def __init__(self, ddp_config, buffers, expert_parallel_buffers, bucket_groups,
+                 expert_parallel_bucket_groups):
+        self.ddp_config = ddp_config
+        self.buffers = buffers
+        self.expert_parallel_buffers = expert_parallel_buffers
+        self.bucket_groups = bucket_groups
+        self.expert_parallel_bucket_groups = expert_parallel_bucket_groups
+
+    def _start_bucket_group_param_sync(self, bucket_group, force_sync=False):
+        pass
+
+
+def ddp_bucket_size(ddp_config, dp_size):
+    """DistributedDataParallel.__init__'s default bucket size, and none without overlapped
+    grad reduction; written into the (shared) config as DDP does."""
+    if ddp_config.bucket_size is None:
+        ddp_config.bucket_size = max(40000000, 1000000 * dp_size)
+    if not ddp_config.overlap_grad_reduce:
+        ddp_config.bucket_size = None
+
+
+class Rank:
+    """One rank of one instance (dense or expert) of a case."""
+
+    def __init__(self, megatron, request):
+        self.megatron = megatron
+        self.case = request["case"]
+        self.expert = request["instance"] == "expert"
+        self.rank = request["rank"]
+        refuse_transformer_engine(self.case)
+        specs = self.case["params"]
+        self.case_index = [i for i, s in enumerate(specs) if s["is_expert"] == self.expert]
+        self.group_ids = sorted({specs[i]["group"] for i in self.case_index})
+        self.dp = self.case["expert_dp"] if self.expert else self.case["dp"]
+        self.params = [self._make_param(specs[i], request["initial"][i]) for i in self.case_index]
+        self.local = {id(p): k for k, p in enumerate(self.params)}
+        self.group, self.dense_group, self.pg_collection = self._groups()
+        self.ddp_config = self._make_ddp_config()
+        self.model_chunks, self.per_model_buffers = self._make_chunks()
+        self.dist, self.built, self.error = None, None, None
+        self._construct(request["group_weight_decay"])
+
+    # ---- building ----
+
+    def _make_param(self, spec, bits):
+        values = from_bits(bits).view(spec["shape"]).to(DTYPES[spec["dtype"]])
+        param = torch.nn.Parameter(values.cuda())
+        if spec.get("shared_embedding", False):
+            param.shared_embedding = True
+        if spec["is_expert"]:
+            param.allreduce = False
+        return param
+
+    def _make_ddp_config(self):
+        """One config shared by every chunk, as in training. DDP buckets only with overlapped
+        grad reduction, so a case bucket size turns that on."""
+        case = self.case
+        config = self.megatron.DistributedDataParallelConfig(
+            grad_reduce_in_fp32=case["grad_reduce_in_fp32"],
+            overlap_grad_reduce=case["bucket_size"] is not None,
+            use_distributed_optimizer=True,
+            bucket_size=case["bucket_size"],
+            pad_buckets_for_high_nccl_busbw=case["pad_for_high_nccl_busbw"],
+        )
+        ddp_bucket_size(config, self.case["dp"])
+        return config
+
+    def _groups(self):
+        """This instance's data-parallel group (dense or expert DP), the dense one (DDP's
+        dp_cp group) and a process-group collection with a one-rank tensor-parallel group."""
+        dense = GroupStandIn(self.case["dp"], self.rank % self.case["dp"])
+        group = GroupStandIn(self.dp, self.rank)
+        pg_collection = types.SimpleNamespace(tp=GroupStandIn(1, 0), dp_cp=dense)
+        return group, dense, pg_collection
+
+    def _make_chunks(self):
+        """One DDP stand-in per model chunk holding parameters of this instance, in chunk order,
+        and Megatron's per_model_buffers over them."""
+        chunks = sorted({self.case["params"][i]["chunk"] for i in self.case_index})
+        model_chunks, per_model_buffers = [], {}
+        for index, chunk in enumerate(chunks):
+            members = [k for k, i in enumerate(self.case_index)
+                       if self.case["params"][i]["chunk"] == chunk]
+            disable_bucketing = self.case["bucket_first_chunk_only"] and chunk > 0
+            buffers = self._make_buffers(members, disable_bucketing)
+            bucket_groups = self.megatron.partition_buckets(
+                buffers, force_single_bucket_group=disable_bucketing)
+            none = []
+            if self.expert:
+                chunk_stand_in = ModelChunk(self.ddp_config, none, buffers, none, bucket_groups)
+            else:
+                chunk_stand_in = ModelChunk(self.ddp_config, buffers, none, bucket_groups, none)
+            model_chunks.append(chunk_stand_in)
+            per_model_buffers[index] = buffers
+        return model_chunks, per_model_buffers
+
+    def _make_buffers(self, members, disable_bucketing):
+        """The buffers DistributedDataParallel.__init__ makes for one chunk's parameters."""
+        m = self.megatron
+        dense = self.dense_group
+        bucket_size = None if disable_bucketing else self.ddp_config.bucket_size
+        params = [self.params[k] for k in members]
+        names = {p: self.case["params"][self.case_index[k]]["name"]
+                 for k, p in zip(members, params)}
+        layout = m.DistributedOptimizer.compute_full_param_layout(
+            params, bucket_size, dense.size(), self.ddp_config,
+            expert_data_parallel_world_size=self.case["expert_dp"])
+        buffers = []
+        grouped = m.group_params_for_buffers(params, self.ddp_config.grad_reduce_in_fp32)
+        for key, (in_buffer, param_indices) in grouped.items():
+            buffers.append(m._ParamAndGradBuffer(
+                self.ddp_config, key.param_dtype, key.grad_dtype,
+                [(p, names[p]) for p in in_buffer], self.group, bucket_size, names,
+                1.0 / dense.size(), param_indices, self.ddp_config.nccl_ub, self.pg_collection,
+                param_layout=layout.layouts.get(key)))
+        return buffers
+
+    def _optimizer_config(self):
+        case = self.case
+        return self.megatron.OptimizerConfig(
+            optimizer="adam", lr=INNER_LR, clip_grad=0.0, fp16=False,
+            bf16=any(p["dtype"] == "bf16" for p in case["params"]),
+            decoupled_weight_decay=True, use_distributed_optimizer=True,
+            use_precision_aware_optimizer=False,
+            store_param_remainders=case["store_param_remainders"],
+            optimizer_cpu_offload=case["cpu_offload"],
+            optimizer_offload_fraction=case["offload_fraction"],
+            overlap_cpu_optimizer_d2h_h2d=case["overlap_cpu_optimizer_d2h_h2d"],
+        )
+
+    def _param_groups(self, weight_decays):
+        """One group per case group of this instance, ascending, with the identifier keys the
+        port gives them."""
+        groups = []
+        for g in self.group_ids:
+            members = [p for p, i in zip(self.params, self.case_index)
+                       if self.case["params"][i]["group"] == g]
+            decay = weight_decays[g]
+            groups.append({"params": members, "weight_decay": decay,
+                           "wd_mult": 1.0 if decay > 0 else 0.0, "lr_mult": 1.0 + g,
+                           "is_expert_parallel": self.expert, "is_decoupled_lr": False})
+        return groups
+
+    def _construct(self, weight_decays):
+        """Megatron's factory: the inner optimizer, then the DistributedOptimizer. What it raises
+        is the construction's outcome; the half-built DistributedOptimizer is kept to observe."""
+        try:
+            self.dist = self.megatron._get_megatron_optimizer_based_on_param_groups(
+                self._optimizer_config(), self.model_chunks, self._param_groups(weight_decays),
+                per_model_buffers=self.per_model_buffers, data_parallel_group=self.group,
+                data_parallel_group_gloo=None, data_parallel_group_idx=0,
+                intra_dist_opt_group=self.group, distributed_optimizer_instance_id=0,
+                pg_collection=self.pg_collection)
+            self.built = self.dist
+        except PlaceholderCalled:
+            raise
+        except Exception as e:
+            self.built = self._constructing(e.__traceback__)
+            self.error = e.with_traceback(None)  # frees the frames
+
+    def _constructing(self, traceback):
+        """The DistributedOptimizer whose __init__ raised, from the traceback's frames."""
+        code = self.megatron.DistributedOptimizer.__init__.__code__
+        found = None
+        while traceback is not None:
+            if traceback.tb_frame.f_code is code:
+                found = traceback.tb_frame.f_locals.get("self")
+            traceback = traceback.tb_next
+        return found
+
+    # ---- what construction installed ----
+
+    def handed_over(self):
+        """Whether construction got as far as handing the groups to the inner optimizer."""
+        return self.built is not None and hasattr(self.built, "shard_fp32_from_float16_groups")
+
+    def installed(self):
+        """Per group, (tensor, model param) in installed order."""
+        d = self.built
+        out = []
+        for g, group_range in enumerate(d.opt_group_ranges):
+            models = [*d.model_fp32_groups[g], *d.model_float16_groups[g]]
+            out.append(list(zip(group_range["orig_group"]["params"], models)))
+        return out
+
+    def hdo(self):
+        if self.dist is None:
+            return None
+        inner = self.dist.optimizer
+        return inner if isinstance(inner, self.megatron.HybridDeviceOptimizer) else None
+
+    def require_constructed(self):
+        if self.dist is None:
+            raise RuntimeError("construction failed: " + repr(self.error))
+
+    def case_param(self, model_param):
+        return self.case_index[self.local[id(model_param)]]

@@ -1,0 +1,408 @@
+"""Self-test of the Megatron worker against a Megatron-LM tree (d8b71082 or one like it):
+
+    /usr/bin/python3 sim/megatron/test_worker.py TREE
+
+Starts the worker as a subprocess and checks literal cases: start-up and the trees it refuses, the
+seed defect and its one-line fix (PR #6982), mixed-precision steps with exact first-step moments,
+the hybrid optimizer's placement, the remaining requests, errors, and the time it all takes.
+Exits 0 when every check holds.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "worker.py")
+PYTHON = sys.executable
+LEAF_ERROR = "can't optimize a non-leaf Tensor"
+DISTRIB = os.path.join("megatron", "core", "optimizer", "distrib_optimizer.py")
+FP32_SHARD = "shard_model_param = model_param.view(-1)[param_range.start : param_range.end]"
+FP32_SHARD_FIXED = ("shard_model_param = model_param.detach().view(-1)"
+                    "[param_range.start : param_range.end]")
+
+
+# ---- values ----
+
+def bits(values, dtype=torch.float32):
+    """Bit patterns of `values` rounded to `dtype` (then widened to fp32, exactly)."""
+    t = torch.tensor(values, dtype=torch.float32).to(dtype).to(torch.float32)
+    return t.view(torch.int32).numpy().view("uint32").tolist()
+
+
+def floats(patterns):
+    return torch.tensor(patterns, dtype=torch.int64).to(torch.int32).view(torch.float32)
+
+
+def rounded(patterns, dtype):
+    """Bit patterns of fp32 `patterns` rounded to `dtype` and widened back."""
+    return bits(floats(patterns).tolist(), dtype)
+
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+          "fp64": torch.float64}
+
+
+# ---- cases ----
+
+def param(name, shape, dtype="fp32", group=0, chunk=0, is_expert=False):
+    return {"name": name, "shape": shape, "dtype": dtype, "is_expert": is_expert,
+            "shared_embedding": False, "group": group, "chunk": chunk}
+
+
+def case(params, **switches):
+    out = {"params": params, "dp": 1, "expert_dp": 1, "bucket_size": None,
+           "bucket_first_chunk_only": False, "pad_for_high_nccl_busbw": False,
+           "grad_reduce_in_fp32": False, "precision_aware": False,
+           "store_param_remainders": True, "cpu_offload": False, "offload_fraction": 1.0,
+           "overlap_cpu_optimizer_d2h_h2d": True}
+    out.update(switches)
+    return out
+
+
+def numel(p):
+    n = 1
+    for d in p["shape"]:
+        n *= d
+    return n
+
+
+def values_of(spec, salt):
+    """Deterministic values of each parameter, exact in the parameter's dtype."""
+    out = []
+    for k, p in enumerate(spec["params"]):
+        n = numel(p)
+        raw = [((7 * i + 3 * k + salt) % 23 - 11) / 16.0 + 0.03125 for i in range(n)]
+        out.append(bits(raw, DTYPES[p["dtype"]]))
+    return out
+
+
+def hyper(lr, weight_decay, groups):
+    return [{"lr": lr, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": weight_decay}
+            for _ in range(groups)]
+
+
+# ---- the worker ----
+
+class Worker:
+    def __init__(self, tree):
+        self.log = tempfile.TemporaryFile(mode="w+")
+        started = time.perf_counter()
+        self.process = subprocess.Popen([PYTHON, WORKER, "--tree", tree], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.ready = json.loads(self.process.stdout.readline())
+        self.start_up_s = time.perf_counter() - started
+        self.next_id = 0
+
+    def __call__(self, op, **fields):
+        self.next_id += 1
+        request = {"id": self.next_id, "op": op, **fields}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        assert reply["id"] == self.next_id, reply
+        return reply
+
+    def build(self, handle, spec, rank=0, instance="dense", weight_decay=(0.1, 0.0), salt=0):
+        reply = self("build", handle=handle, instance=instance, rank=rank, case=spec,
+                     initial=values_of(spec, salt), group_weight_decay=list(weight_decay))
+        assert reply["ok"], reply
+        return reply
+
+    def finish(self):
+        self.process.stdin.close()
+        return self.process.wait(timeout=30)
+
+
+def start_up_line(tree):
+    result = subprocess.run([PYTHON, WORKER, "--tree", tree], stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=60)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout
+    return json.loads(lines[0]), result.returncode
+
+
+def copy_tree(tree, destination, edit=None):
+    """A copy of the tree's megatron/ folder; `edit(text)` rewrites distrib_optimizer.py."""
+    shutil.copytree(os.path.join(tree, "megatron"), os.path.join(destination, "megatron"))
+    if edit is not None:
+        path = os.path.join(destination, DISTRIB)
+        with open(path) as f:
+            text = f.read()
+        changed = edit(text)
+        assert changed != text, "the edit changed nothing"
+        with open(path, "w") as f:
+            f.write(changed)
+    return destination
+
+
+def seed_case(**switches):
+    return case([param("alpha", [1])], **switches)
+
+
+# ---- checks ----
+
+def check_start_up(tree, worker):
+    ready = worker.ready
+    assert ready["ready"] is True and ready["tree"] == os.path.abspath(tree), ready
+    assert ready["device"] == "cpu" and ready["torch"] == torch.__version__, ready
+    assert ready["stand_ins"] and all(isinstance(s, str) for s in ready["stand_ins"]), ready
+    with tempfile.TemporaryDirectory() as empty:
+        line, code = start_up_line(empty)
+        assert code == 2 and line["ready"] is False and line["kind"] == "not_a_tree", line
+    renamed = [
+        (lambda s: s.replace("def _build_model_and_main_param_groups(",
+                             "def _build_model_and_main_param_groups_moved("),
+         "_build_model_and_main_param_groups"),
+        (lambda s: s.replace("per_model_buffers", "per_model_buffer_map"),
+         "DistributedOptimizer.__init__ has no argument 'per_model_buffers'"),
+    ]
+    for edit, named in renamed:
+        with tempfile.TemporaryDirectory() as scratch:
+            line, code = start_up_line(copy_tree(tree, scratch, edit))
+        assert code == 2 and line["kind"] == "api_moved" and named in line["error"], line
+
+
+def check_seed(worker):
+    failed = worker.build(1, seed_case(cpu_offload=True, offload_fraction=1.0))
+    assert failed["error"] == LEAF_ERROR and failed["error_type"] == "ValueError", failed
+    assert failed["failing_param"] == 0, failed
+    shard = failed["groups"][0][0]
+    assert shard["param"] == 0 and shard["dtype"] == "fp32" and shard["numel"] == 1, shard
+    assert not shard["is_leaf"] and shard["requires_grad"] and shard["has_grad_fn"], shard
+    (buffer,) = failed["ranges"]
+    assert buffer["param_dtype"] == "fp32" and buffer["grad_dtype"] == "fp32", buffer
+    assert buffer["buckets"][0]["world"] == [0, 128], buffer
+    assert buffer["buckets"][0]["params"][0]["param_range"] == [0, 1], buffer
+    assert failed["index_map"] == [[0, 0, 0]], failed
+    step = worker("step", handle=1, grads=[bits([1.0])], hyper=hyper(1e-3, 0.0, 1))
+    assert not step["ok"] and "construction failed" in step["error"], step
+    # Any offload fraction: the rebuild's leaf check runs before the split.
+    zero = worker.build(2, seed_case(cpu_offload=True, offload_fraction=0.0))
+    assert zero["error"] == LEAF_ERROR and zero["failing_param"] == 0, zero
+    plain = worker.build(3, seed_case(cpu_offload=False))
+    assert plain["error"] is None and plain["error_type"] == "" and plain["failing_param"] == -1
+    shard = plain["groups"][0][0]
+    assert not shard["is_leaf"] and shard["has_grad_fn"] and shard["requires_grad"], shard
+    assert shard["aliases_model"] and shard["alias_offset"] == 0, shard
+    assert not shard["model_has_main_param"] and plain["final_groups_match"], plain
+    assert plain["accel_bytes"] == 2 * 128 * 4 and plain["host_bytes"] == 0, plain
+    for handle in (1, 2, 3):
+        assert worker("drop", handle=handle)["ok"]
+
+
+def check_fix(tree):
+    with tempfile.TemporaryDirectory() as scratch:
+        fixed = copy_tree(tree, scratch, lambda s: s.replace(FP32_SHARD, FP32_SHARD_FIXED, 1))
+        worker = Worker(fixed)
+        reply = worker.build(1, seed_case(cpu_offload=True, offload_fraction=1.0))
+        assert reply["error"] is None and reply["final_groups_match"], reply
+        shard = reply["groups"][0][0]
+        assert shard["is_leaf"] and not shard["requires_grad"] and not shard["has_grad_fn"]
+        assert shard["aliases_model"] and shard["alias_offset"] == 0, shard
+        assert reply["offloaded_tensors"] == 1 and reply["host_bytes"] == 4, reply
+        assert worker("step", handle=1, grads=[bits([0.5])], hyper=hyper(1e-2, 0.0, 1))["ok"]
+        seen = worker("observe", handle=1)
+        (entry,) = seen["entries"][0]
+        assert entry["placement"]["offloaded"] and entry["state"]["present"], entry
+        assert entry["model_piece"] == entry["optimizer_piece"] != values_of(
+            seed_case(), 0)[0], entry
+        check_offload(worker, with_fp32=True)
+        assert worker.finish() == 0
+
+
+def mixed_case():
+    return case([param("emb", [100], "bf16"), param("alpha", [3, 5], "fp32", group=1),
+                 param("w", [70], "bf16", group=1), param("gate", [2, 40], "fp32"),
+                 param("b", [30], "fp16")], dp=2)
+
+
+def entry_params(build):
+    """Per installed entry (g, i): its case parameter and param range."""
+    ranges = {p["param"]: p["param_range"]
+              for buffer in build["ranges"] for bucket in buffer["buckets"]
+              for p in bucket["params"]}
+    return [[(t["param"], ranges[t["param"]]) for t in group] for group in build["groups"]]
+
+
+def check_mixed_steps(worker):
+    spec = mixed_case()
+    initial = values_of(spec, 0)
+    grads = values_of(spec, 5)
+    for rank in range(2):
+        build = worker.build(10 + rank, spec, rank=rank)
+        assert build["error"] is None and build["final_groups_match"], build
+        where = entry_params(build)
+        assert worker("step", handle=10 + rank, grads=grads, hyper=hyper(0.0, 0.0, 2))["ok"]
+        first = worker("observe", handle=10 + rank)
+        for group, entries in zip(where, first["entries"]):
+            for (p, (start, end)), e in zip(group, entries):
+                assert e["model_piece"] == initial[p][start:end], (p, e)  # lr 0, wd 0
+                assert e["state"]["present"] and e["state"]["step"] == 1, e
+                if spec["params"][p]["dtype"] == "fp32":
+                    grad = floats(grads[p][start:end])
+                    expected = (grad * torch.tensor(1 - 0.9, dtype=torch.float32)).tolist()
+                    assert e["state"]["exp_avg"] == bits(expected), (p, e)
+                    assert e["optimizer_piece"] == e["model_piece"], e
+        assert worker("step", handle=10 + rank, grads=grads, hyper=hyper(1e-2, 0.1, 2))["ok"]
+        second = worker("observe", handle=10 + rank)
+        for group, entries in zip(where, second["entries"]):
+            for (p, (start, end)), e in zip(group, entries):
+                dtype = DTYPES[spec["params"][p]["dtype"]]
+                assert e["state"]["step"] == 2 and e["model_piece"] != initial[p][start:end]
+                assert e["model_piece"] == rounded(e["optimizer_piece"], dtype), (p, e)
+                assert e["placement"] == {"offloaded": False, "fp32_copy": False,
+                                          "host_pinned": False, "cpu_optimizer": -1,
+                                          "stepped_on_host": False, "state_on_host": {}}
+        assert second["hyper"][0]["lr"] == 1e-2 and second["hyper"][1]["weight_decay"] == 0.1
+        assert second["num_cpu_optimizers"] == 0 and not second["has_accelerator_optimizer"]
+
+
+def offload_case(with_fp32, overlap):
+    params = [param("emb", [300], "bf16"), param("w1", [64], "bf16", group=1),
+              param("w2", [200], "fp16"), param("w3", [40], "bf16", group=1)]
+    if with_fp32:
+        params += [param("alpha", [24], "fp32"), param("gate", [8, 4], "fp32", group=1)]
+    return case(params, dp=2, cpu_offload=True, offload_fraction=0.5,
+                overlap_cpu_optimizer_d2h_h2d=overlap)
+
+
+def expected_offload(build):
+    """The hybrid optimizer's greedy prefix over installed entries, by element count."""
+    sizes = [t["numel"] for group in build["groups"] for t in group]
+    threshold, done, out = sum(sizes) * 0.5, 0, []
+    for n in sizes:
+        out.append(done < threshold)
+        done += n if done < threshold else 0
+    return out
+
+
+def check_offload(worker, with_fp32=False):
+    for overlap in (True, False):
+        spec = offload_case(with_fp32, overlap)
+        for rank in range(2):
+            handle = 20 + rank + (2 if overlap else 0)
+            build = worker.build(handle, spec, rank=rank)
+            assert build["error"] is None and build["final_groups_match"], build
+            offloaded = expected_offload(build)
+            assert build["offloaded_tensors"] == sum(offloaded) > 0, build
+            for _ in range(2):
+                reply = worker("step", handle=handle, grads=values_of(spec, 3),
+                               hyper=hyper(1e-2, 0.1, 2))
+                assert reply["ok"], reply
+            seen = worker("observe", handle=handle)
+            check_placements(seen, offloaded, overlap)
+            assert worker("drop", handle=handle)["ok"]
+
+
+def check_placements(seen, offloaded, overlap):
+    entries = [e for group in seen["entries"] for e in group]
+    host = 0
+    for e, off in zip(entries, offloaded):
+        p = e["placement"]
+        assert p["offloaded"] == off and p["stepped_on_host"] == off and not p["fp32_copy"], p
+        assert not p["host_pinned"], p  # nothing is page-locked without CUDA
+        assert p["cpu_optimizer"] == ((host if overlap else 0) if off else -1), p
+        assert p["state_on_host"] == {"exp_avg": off, "exp_avg_sq": off, "master_param": off}
+        assert e["state"]["present"] and e["state"]["step"] == 2, e
+        assert e["state"]["master"] == e["optimizer_piece"], e
+        host += off
+    assert seen["num_cpu_optimizers"] == (host if overlap else min(host, 1)), seen
+    assert seen["has_accelerator_optimizer"] == (host < len(entries)), seen
+
+
+def check_requests(worker):
+    spec = case([param("w", [8], "bf16"), param("g", [4], "fp32")])
+    worker.build(30, spec)
+    worker.build(31, spec | {"cpu_offload": True, "params": [param("w", [8], "bf16")]})
+    new = values_of(spec, 9)
+    for handle, values, reloads in ((30, new, True), (31, new[:1], False)):
+        before = worker("observe", handle=handle)["entries"]
+        assert worker("set_model_values", handle=handle, values=values)["ok"]
+        assert worker("observe", handle=handle)["model_values"] == values
+        assert worker("reload_model_params", handle=handle)["ok"]
+        after = worker("observe", handle=handle)["entries"]
+        bf16 = [e for group in after for e in group if e["model_piece"] == values[0]]
+        # Without the hybrid optimizer the main params are reloaded; with it only its fp32 copies
+        # of 16-bit shards are, and it holds none here.
+        assert bf16 and all((e["optimizer_piece"] == values[0]) == reloads for e in bf16)
+        assert before != after or not reloads
+        for set_to_none in (True, False):
+            assert worker("zero_grad", handle=handle, set_to_none=set_to_none)["ok"]
+        assert worker("step", handle=handle, grads=values_of(spec, 4),
+                      hyper=hyper(1e-3, 0.0, 1))["ok"]
+    broken = worker("step", handle=30, grads=values_of(spec, 4),
+                    hyper=[{"lr": None, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
+                            "weight_decay": 0.0}])
+    assert not broken["ok"] and broken["error"].startswith("TypeError"), broken
+    assert "distrib_optimizer.py" in broken["traceback"] or "optimizer.py" in broken["traceback"]
+    assert worker("observe", handle=30)["ok"]
+    refused = worker("build", handle=32, instance="dense", rank=0,
+                     case=spec | {"precision_aware": True}, initial=values_of(spec, 0),
+                     group_weight_decay=[0.1])
+    assert not refused["ok"] and refused["error"] == (
+        "precision-aware optimizer needs Transformer Engine's FusedAdam "
+        "(not available to this worker)"), refused
+    with_te = worker("build", handle=32, instance="dense", rank=0,
+                     case=spec | {"cpu_offload": True, "transformer_engine": True},
+                     initial=values_of(spec, 0), group_weight_decay=[0.1])
+    assert not with_te["ok"] and "Transformer Engine" in with_te["error"], with_te
+    double = worker.build(33, case([param("d", [4], "fp64")]))
+    assert double["error_type"] == "TypeError" and "torch.cuda.DoubleTensor" in double["error"]
+    assert double["ranges"] == [] and double["groups"] == [], double
+    assert worker("drop", handle=30)["ok"]
+    gone = worker("observe", handle=30)
+    assert not gone["ok"] and gone["error"].startswith("KeyError"), gone
+    assert not worker("no_such_op", handle=31)["ok"]
+    assert worker("observe", handle=31)["ok"]
+
+
+def check_quit(tree):
+    worker = Worker(tree)
+    assert worker("quit") == {"id": 1, "ok": True}
+    assert worker.process.wait(timeout=30) == 0
+    worker = Worker(tree)
+    assert worker.finish() == 0  # end of input
+
+
+def time_small_case(worker):
+    spec = case([param("emb", [64, 8], "bf16"), param("alpha", [16], "fp32"),
+                 param("w", [32, 4], "bf16", group=1)], dp=2)
+    started = time.perf_counter()
+    worker.build(40, spec, rank=1)
+    for _ in range(2):
+        worker("step", handle=40, grads=values_of(spec, 2), hyper=hyper(1e-3, 0.1, 2))
+    worker("observe", handle=40)
+    return time.perf_counter() - started
+
+
+def main():
+    tree = os.path.abspath(sys.argv[1])
+    worker = Worker(tree)
+    checks = [
+        ("start-up, not_a_tree, api_moved", lambda: check_start_up(tree, worker)),
+        ("seed defect", lambda: check_seed(worker)),
+        ("PR #6982 fix", lambda: check_fix(tree)),
+        ("mixed bf16/fp16/fp32 steps, dp 2", lambda: check_mixed_steps(worker)),
+        ("hybrid optimizer placement, 16-bit params", lambda: check_offload(worker)),
+        ("set/reload/zero_grad/drop/errors", lambda: check_requests(worker)),
+        ("quit and end of input", lambda: check_quit(tree)),
+    ]
+    for name, check in checks:
+        check()
+        print(f"ok  {name}")
+    small = time_small_case(worker)
+    assert worker.finish() == 0
+    print(f"start-up {worker.start_up_s:.2f} s; build + 2 steps + observe of a small case "
+          f"{1000 * small:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

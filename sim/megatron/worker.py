@@ -1,0 +1,167 @@
+"""The `megatron` system under test: a long-lived worker that runs Megatron-Core's own optimizer
+code from a tree and answers requests, one JSON object per line on stdin and stdout
+(docs/megatron-worker.md). Nothing but replies goes to stdout; the log goes to stderr.
+
+    python3 sim/megatron/worker.py --tree TREE [--device cpu|cuda]
+"""
+
+import argparse
+import json
+import os
+import sys
+import traceback
+import warnings
+
+sys.dont_write_bytecode = True  # leaves no __pycache__ in this repository or in the tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+import devices  # noqa: E402
+import observe  # noqa: E402
+from loader import STAND_INS as LOADER_STAND_INS, Megatron, TreeError  # noqa: E402
+from rank import STAND_INS as RANK_STAND_INS, Rank, Refused, from_bits  # noqa: E402
+
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", required=True, help="a Megatron-LM tree (holds megatron/core)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    return parser.parse_args()
+
+
+def set_up(device):
+    """Installs what this PyTorch and machine lack; returns the stand-ins, in words."""
+    stand_ins = []
+    if device == "cpu":
+        stand_ins += devices.install_cuda_stand_in()
+    elif not torch.cuda.is_available():
+        raise TreeError("import_failed", "--device cuda, but torch.cuda.is_available() is false")
+    stand_ins += devices.install_optimizer_hooks()
+    stand_ins += devices.install_distributed()
+    stand_ins += devices.fused_adamw_note()
+    return stand_ins + LOADER_STAND_INS + RANK_STAND_INS
+
+
+class Worker:
+    """Serves requests against one loaded tree; keeps the ranks it built by handle."""
+
+    def __init__(self, megatron):
+        self.megatron = megatron
+        self.ranks = {}
+
+    def serve(self, request):
+        op = request.get("op")
+        handler = getattr(self, "op_" + str(op), None)
+        if handler is None:
+            raise ValueError(f"unknown op {op!r}")
+        return handler(request) or {}
+
+    def rank(self, request):
+        handle = request["handle"]
+        if handle not in self.ranks:
+            raise KeyError(f"no rank with handle {handle}")
+        return self.ranks[handle]
+
+    def op_build(self, request):
+        rank = Rank(self.megatron, request)
+        self.ranks[request["handle"]] = rank
+        return observe.construction(rank)
+
+    def op_step(self, request):
+        rank = self.rank(request)
+        rank.require_constructed()
+        with torch.no_grad():
+            for param, case_index in zip(rank.params, rank.case_index):
+                param.main_grad.view(-1).copy_(from_bits(request["grads"][case_index]))
+        for group, case_group in zip(rank.dist.param_groups, rank.group_ids):
+            h = request["hyper"][case_group]
+            group.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"],
+                         weight_decay=h["weight_decay"])
+        rank.dist.step()
+
+    def op_set_model_values(self, request):
+        rank = self.rank(request)
+        values = request["values"]
+        if len(values) != len(rank.params):
+            raise ValueError(f"{len(values)} value lists for {len(rank.params)} parameters")
+        with torch.no_grad():
+            for param, bits in zip(rank.params, values):
+                param.detach().view(-1).copy_(from_bits(bits))
+
+    def op_zero_grad(self, request):
+        rank = self.rank(request)
+        rank.require_constructed()
+        rank.dist.zero_grad(set_to_none=request.get("set_to_none", True))
+
+    def op_reload_model_params(self, request):
+        rank = self.rank(request)
+        rank.require_constructed()
+        rank.dist.reload_model_params()
+
+    def op_observe(self, request):
+        return observe.observation(self.rank(request))
+
+    def op_drop(self, request):
+        self.ranks.pop(request["handle"], None)
+
+
+def reply_to(worker, line):
+    """The reply line for one request line; whether the worker goes on."""
+    try:
+        request = json.loads(line)
+    except ValueError as e:
+        return {"id": None, "ok": False, "error": f"ValueError: {e}", "traceback": ""}, True
+    reply = {"id": request.get("id"), "ok": True}
+    if request.get("op") == "quit":
+        return reply, False
+    try:
+        reply.update(worker.serve(request))
+    except Refused as e:
+        reply = {"id": request.get("id"), "ok": False, "error": str(e), "traceback": ""}
+    except Exception as e:
+        reply = {"id": request.get("id"), "ok": False, "error": f"{type(e).__name__}: {e}",
+                 "traceback": traceback.format_exc()}
+    return reply, True
+
+
+def write(out, value):
+    try:
+        line = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError as e:  # a value JSON cannot carry (NaN, infinity)
+        line = json.dumps({"id": value.get("id"), "ok": False, "error": f"ValueError: {e}",
+                           "traceback": ""})
+    out.write(line + "\n")
+    out.flush()
+
+
+def main():
+    arguments = parse_arguments()
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything Megatron prints goes to the log
+    warnings.simplefilter("once")
+    tree = os.path.abspath(arguments.tree)
+    try:
+        stand_ins = set_up(arguments.device)
+        megatron = Megatron(tree)
+    except TreeError as e:
+        write(out, {"ready": False, "kind": e.kind, "error": " ".join(str(e).split())})
+        return 2
+    write(out, {"ready": True, "tree": tree, "torch": torch.__version__,
+                "device": arguments.device, "stand_ins": stand_ins})
+    worker = Worker(megatron)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        reply, going_on = reply_to(worker, line)
+        try:
+            write(out, reply)
+        except BrokenPipeError:  # the client went away: nobody to answer
+            return 0
+        if not going_on:
+            break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+#include "sim/rig/megatron_rank.h"
+
+#include <optional>
+#include <stdexcept>
+
+namespace sc::sim {
+
+namespace {
+
+using nlohmann::json;
+
+model::DType dtype_of(const json& name) {
+  const auto d = model::parse_dtype(name.get<std::string>());
+  if (!d) throw MegatronWorkerLost("the Megatron worker named an unknown dtype " + name.dump());
+  return *d;
+}
+
+model::Range range_of(const json& pair) { return model::Range{pair.at(0), pair.at(1)}; }
+
+model::BufferRanges buffer_ranges_of(const json& b) {
+  model::BufferRanges out{
+      model::BufferKey{dtype_of(b.at("param_dtype")), dtype_of(b.at("grad_dtype")),
+                       b.at("is_expert").get<bool>()},
+      {}};
+  for (const json& bucket : b.at("buckets")) {
+    model::BucketRanges mb{range_of(bucket.at("world")), {}};
+    for (const json& p : bucket.at("params")) {
+      mb.param_map.push_back(model::ParamRanges{
+          p.at("param").get<int>(), range_of(p.at("gbuf_world")),
+          range_of(p.at("gbuf_world_in_bucket")), range_of(p.at("gbuf_local")),
+          range_of(p.at("param_range"))});
+    }
+    out.buckets.push_back(std::move(mb));
+  }
+  return out;
+}
+
+ObservedTensor tensor_of(const json& t) {
+  ObservedTensor o;
+  o.param = t.at("param");
+  o.dtype = dtype_of(t.at("dtype"));
+  o.numel = t.at("numel");
+  o.is_leaf = t.at("is_leaf");
+  o.requires_grad = t.at("requires_grad");
+  o.has_grad_fn = t.at("has_grad_fn");
+  o.aliases_model = t.at("aliases_model");
+  o.alias_offset = t.at("alias_offset");
+  o.model_has_main_param = t.at("model_has_main_param");
+  return o;
+}
+
+RankObservation observation_of(const json& r, model::Instance instance, int64_t rank) {
+  RankObservation obs;
+  obs.instance = instance;
+  obs.rank = rank;
+  for (const json& b : r.at("ranges")) obs.ranges.push_back(buffer_ranges_of(b));
+  for (const json& g : r.at("groups")) {
+    std::vector<ObservedTensor> group;
+    for (const json& t : g) group.push_back(tensor_of(t));
+    obs.groups.push_back(std::move(group));
+  }
+  for (const json& row : r.at("index_map")) {
+    obs.index_map[row.at(0).get<int>()] = {row.at(1).get<int>(), row.at(2).get<int>()};
+  }
+  if (!r.at("error").is_null()) obs.error = r.at("error").get<std::string>();
+  obs.error_type = r.at("error_type");
+  obs.failing_param = r.at("failing_param");
+  obs.final_groups_match = r.at("final_groups_match");
+  obs.offloaded_tensors = r.at("offloaded_tensors");
+  obs.accel_bytes = r.at("accel_bytes");
+  obs.host_bytes = r.at("host_bytes");
+  return obs;
+}
+
+model::AdamWHyper hyper_of(const json& h) {
+  return model::AdamWHyper{h.at("lr"), h.at("beta1"), h.at("beta2"), h.at("eps"),
+                           h.at("weight_decay")};
+}
+
+json hyper_request(const model::AdamWHyper& h) {
+  return {{"lr", h.lr},
+          {"beta1", h.beta1},
+          {"beta2", h.beta2},
+          {"eps", h.eps},
+          {"weight_decay", h.weight_decay}};
+}
+
+[[noreturn]] void not_served(const char* what) {
+  throw std::logic_error(std::string(what) +
+                         " is not run against real Megatron code (the worker serves no "
+                         "checkpoints and records no streams)");
+}
+
+class MegatronRank final : public RankUnderTest {
+ public:
+  MegatronRank(const MegatronTarget& target, const model::CaseSpec& spec,
+               model::Instance instance, int64_t rank, const ParamValues& initial)
+      : worker_(&MegatronWorker::of(target)), initial_(initial) {
+    json values = json::array();
+    for (const auto& v : initial) values.push_back(to_bits(v));
+    json wd = json::array();
+    for (int g = 0; g < spec.num_groups(); ++g) wd.push_back(group_weight_decay(g));
+    handle_ = worker_->next_handle();
+    const json reply = worker_->request(
+        {{"op", "build"},
+         {"handle", handle_},
+         {"instance", instance == model::Instance::kExpert ? "expert" : "dense"},
+         {"rank", rank},
+         {"case", case_request(spec)},
+         {"initial", std::move(values)},
+         {"group_weight_decay", std::move(wd)}});
+    generation_ = worker_->generation();
+    obs_ = observation_of(reply, instance, rank);
+  }
+  ~MegatronRank() override {
+    if (worker_->generation() != generation_) return;  // the worker that held it is gone
+    try {
+      worker_->request({{"op", "drop"}, {"handle", handle_}});
+    } catch (const std::exception&) {
+      // Dropping is housekeeping: a worker that fails here fails the next request instead.
+    }
+  }
+
+  const RankObservation& construction() const override { return obs_; }
+  const std::vector<std::vector<float>>& initial_values() const override { return initial_; }
+  void step(const model::StepInputs& in) override {
+    json grads = json::array(), hyper = json::array();
+    for (const auto& g : in.grads) grads.push_back(to_bits(g));
+    for (const auto& h : in.group_hyper) hyper.push_back(hyper_request(h));
+    send({{"op", "step"}, {"grads", std::move(grads)}, {"hyper", std::move(hyper)}});
+  }
+  void set_model_values(const std::vector<std::vector<float>>& values) override {
+    json v = json::array();
+    for (const auto& p : values) v.push_back(to_bits(p));
+    send({{"op", "set_model_values"}, {"values", std::move(v)}});
+  }
+  void zero_grad(bool set_to_none) override {
+    send({{"op", "zero_grad"}, {"set_to_none", set_to_none}});
+  }
+  void reload_model_params() override { send({{"op", "reload_model_params"}}); }
+  std::vector<float> model_piece(size_t g, size_t i) const override {
+    return from_bits(entry(g, i).at("model_piece"));
+  }
+  std::vector<float> optimizer_piece(size_t g, size_t i) const override {
+    return from_bits(entry(g, i).at("optimizer_piece"));
+  }
+  ObservedState state(size_t g, size_t i) const override {
+    const json& s = entry(g, i).at("state");
+    return ObservedState{from_bits(s.at("exp_avg")), from_bits(s.at("exp_avg_sq")),
+                         from_bits(s.at("master")), s.at("step").get<int64_t>(),
+                         s.at("present").get<bool>()};
+  }
+  ObservedPlacement placement(size_t g, size_t i) const override {
+    const json& p = entry(g, i).at("placement");
+    ObservedPlacement out;
+    out.offloaded = p.at("offloaded");
+    out.fp32_copy = p.at("fp32_copy");
+    out.host_pinned = p.at("host_pinned");
+    out.cpu_optimizer = p.at("cpu_optimizer");
+    out.stepped_on_host = p.at("stepped_on_host");
+    for (const auto& [k, v] : p.at("state_on_host").items()) {
+      if (k != "step") out.state_on_host[k] = v.get<bool>();  // as the port reports it
+    }
+    return out;
+  }
+  int num_cpu_optimizers() const override { return observed().at("num_cpu_optimizers"); }
+  bool has_accelerator_optimizer() const override {
+    return observed().at("has_accelerator_optimizer");
+  }
+  std::vector<model::AdamWHyper> group_hyper_parameters() const override {
+    std::vector<model::AdamWHyper> out;
+    for (const json& h : observed().at("hyper")) out.push_back(hyper_of(h));
+    return out;
+  }
+  uint64_t digest() const override { return state_digest(*this); }
+  std::vector<std::vector<float>> model_values() const override {
+    std::vector<std::vector<float>> out;
+    for (const json& v : observed().at("model_values")) out.push_back(from_bits(v));
+    return out;
+  }
+  Checkpoint save() const override { not_served("save"); }
+  void load(const Checkpoint&, bool) override { not_served("load"); }
+  void load_distributed(const Checkpoint&) override { not_served("load_distributed"); }
+  void load_gathered(const GatheredCheckpoint&) override { not_served("load_gathered"); }
+  void add_non_tensor_state(std::vector<std::string>) override {
+    not_served("add_non_tensor_state");
+  }
+  std::vector<std::string> stream_races() const override { not_served("stream_races"); }
+  std::vector<std::string> pageable_copies() const override { not_served("pageable_copies"); }
+
+ private:
+  // A request about this rank; what was observed before is stale after it.
+  void send(json request) {
+    observed_.reset();
+    request["handle"] = handle_;
+    worker_->request(std::move(request));
+  }
+  const json& observed() const {
+    if (!observed_) observed_ = worker_->request({{"op", "observe"}, {"handle", handle_}});
+    return *observed_;
+  }
+  const json& entry(size_t g, size_t i) const { return observed().at("entries").at(g).at(i); }
+
+  MegatronWorker* worker_;
+  int64_t handle_ = 0;
+  uint64_t generation_ = 0;
+  ParamValues initial_;
+  RankObservation obs_;
+  mutable std::optional<json> observed_;
+};
+
+}  // namespace
+
+json case_request(const model::CaseSpec& spec) {
+  json params = json::array();
+  for (const model::ParamSpec& p : spec.params) {
+    params.push_back({{"name", p.name},
+                      {"shape", p.shape},
+                      {"dtype", model::dtype_name(p.dtype)},
+                      {"is_expert", p.is_expert},
+                      {"shared_embedding", p.shared_embedding},
+                      {"group", p.group},
+                      {"chunk", p.chunk}});
+  }
+  return {{"params", std::move(params)},
+          {"dp", spec.dp},
+          {"expert_dp", spec.expert_dp},
+          {"bucket_size", spec.bucket_size ? json(*spec.bucket_size) : json(nullptr)},
+          {"bucket_first_chunk_only", spec.bucket_first_chunk_only},
+          {"pad_for_high_nccl_busbw", spec.pad_for_high_nccl_busbw},
+          {"grad_reduce_in_fp32", spec.grad_reduce_in_fp32},
+          {"precision_aware", spec.precision_aware},
+          {"store_param_remainders", spec.store_param_remainders},
+          {"cpu_offload", spec.cpu_offload},
+          {"offload_fraction", spec.offload_fraction},
+          {"overlap_cpu_optimizer_d2h_h2d", spec.overlap_cpu_optimizer_d2h_h2d},
+          {"transformer_engine", spec.transformer_engine}};
+}
+
+std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
+                                                  const model::CaseSpec& spec,
+                                                  model::Instance instance, int64_t rank,
+                                                  const ParamValues& initial) {
+  if (spec.precision_aware || (spec.cpu_offload && spec.transformer_engine)) {
+    throw std::invalid_argument(
+        "real Megatron runs here without Transformer Engine: this case needs its FusedAdam "
+        "(precision-aware, or offload with transformer_engine)");
+  }
+  if (const auto bad = check_initial_values(spec, initial)) throw std::invalid_argument(*bad);
+  return std::make_unique<MegatronRank>(target, spec, instance, rank, initial);
+}
+
+}  // namespace sc::sim

@@ -1,0 +1,33 @@
+// The real-code implementation of the system-under-test seam (sim/rig/rank_under_test.h): one
+// rank of one distributed-optimizer instance of a case, built and stepped by Megatron-Core's own
+// Python code in the worker of a tree (sim/rig/megatron_worker.h).
+//
+// It runs Megatron's factory without Transformer Engine and Apex (torch.optim.AdamW, or the
+// hybrid optimizer with torch.optim.AdamW on both sides): a case that needs Transformer Engine
+// (precision-aware, or `transformer_engine` with offload) is refused with std::invalid_argument.
+// Checkpoints and stream recording are not served: those functions throw std::logic_error, so a
+// property that needs them fails loudly instead of passing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/spec.h"
+#include "sim/rig/megatron_worker.h"
+#include "sim/rig/rank_under_test.h"
+
+namespace sc::sim {
+
+// Builds `rank` of `instance` of `spec` from `initial` (per case parameter) in the worker of
+// `target`. Construction errors are recorded in construction(), not thrown; the worker's own
+// failures throw (megatron_worker.h).
+std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
+                                                  const model::CaseSpec& spec,
+                                                  model::Instance instance, int64_t rank,
+                                                  const std::vector<std::vector<float>>& initial);
+
+// The build request's "case" object (docs/megatron-worker.md).
+nlohmann::json case_request(const model::CaseSpec& spec);
+
+}  // namespace sc::sim

@@ -1,0 +1,215 @@
+#include "sim/rig/megatron_worker.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#ifndef SC_MEGATRON_WORKER_SCRIPT
+#define SC_MEGATRON_WORKER_SCRIPT "sim/megatron/worker.py"
+#endif
+
+namespace sc::sim {
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+std::chrono::milliseconds timeout() {
+  const std::string text = env_or("SC_MEGATRON_TIMEOUT", "300");
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(seconds > 0)) {
+    throw MegatronUnavailable("SC_MEGATRON_TIMEOUT must be a positive number of seconds, got '" +
+                              text + "'");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// In the child (only async-signal-safe calls: everything was prepared before the fork): stdin
+// and stdout on the pipes, its own process group, killed with its parent.
+[[noreturn]] void exec_worker(int in, int out, char* const* argv, const std::string& failure) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  dup2(in, STDIN_FILENO);
+  dup2(out, STDOUT_FILENO);
+  execvp(argv[0], argv);
+  (void)!write(STDOUT_FILENO, failure.data(), failure.size());
+  _exit(2);
+}
+
+}  // namespace
+
+nlohmann::json to_bits(const std::vector<float>& values) {
+  std::vector<uint32_t> bits(values.size());
+  if (!values.empty()) std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
+std::vector<float> from_bits(const nlohmann::json& bits) {
+  const auto words = bits.get<std::vector<uint32_t>>();
+  std::vector<float> out(words.size());
+  if (!words.empty()) std::memcpy(out.data(), words.data(), words.size() * sizeof(float));
+  return out;
+}
+
+MegatronWorker& MegatronWorker::of(const MegatronTarget& target) {
+  static std::map<std::pair<std::string, bool>, std::unique_ptr<MegatronWorker>> workers;
+  auto& w = workers[{target.tree, target.cuda}];
+  if (!w) w = std::make_unique<MegatronWorker>(target);
+  return *w;
+}
+
+MegatronWorker::MegatronWorker(MegatronTarget target) : target_(std::move(target)) {
+  signal(SIGPIPE, SIG_IGN);  // a dead worker is an error reply, not the end of this process
+}
+
+MegatronWorker::~MegatronWorker() { stop(); }
+
+void MegatronWorker::start() {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
+    throw MegatronUnavailable(std::string("cannot make pipes: ") + std::strerror(errno));
+  }
+  const std::vector<std::string> argv = {
+      env_or("SC_PYTHON", "/usr/bin/python3"), env_or("SC_MEGATRON_WORKER",
+                                                      SC_MEGATRON_WORKER_SCRIPT),
+      "--tree", target_.tree, "--device", target_.cuda ? "cuda" : "cpu"};
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const nlohmann::json failure = {{"ready", false},
+                                  {"kind", "import_failed"},
+                                  {"error", "cannot run the Python interpreter " + argv[0] +
+                                                " (SC_PYTHON)"}};
+  const std::string failure_line = failure.dump() + "\n";
+  const pid_t pid = fork();
+  if (pid == 0) exec_worker(in[0], out[1], args.data(), failure_line);
+  close(in[0]);
+  close(out[1]);
+  if (pid < 0) {
+    close(in[1]);
+    close(out[0]);
+    throw MegatronUnavailable(std::string("cannot start the worker: ") + std::strerror(errno));
+  }
+  pid_ = pid;
+  to_worker_ = in[1];
+  from_worker_ = out[0];
+  buffer_.clear();
+  ++generation_;
+  nlohmann::json hello;
+  try {
+    hello = nlohmann::json::parse(read_line("its start-up line"));
+  } catch (const std::exception& e) {
+    stop();
+    throw MegatronUnavailable(std::string("the Megatron worker did not start: ") + e.what());
+  }
+  if (!hello.value("ready", false)) {
+    stop();
+    throw MegatronUnavailable(hello.value("kind", std::string("error")) + ": " +
+                              hello.value("error", std::string("no reason given")));
+  }
+  hello_ = std::move(hello);
+}
+
+void MegatronWorker::stop() {
+  if (pid_ < 0) return;
+  if (to_worker_ >= 0) {
+    const std::string quit = "{\"id\": 0, \"op\": \"quit\"}\n";
+    (void)!write(to_worker_, quit.data(), quit.size());
+    close(to_worker_);
+  }
+  // A second to leave on its own; then the whole process group goes.
+  int status = 0;
+  for (int k = 0; k < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++k) usleep(10000);
+  kill(-pid_, SIGKILL);
+  waitpid(pid_, &status, WNOHANG) == 0 ? (void)waitpid(pid_, &status, 0) : (void)0;
+  if (from_worker_ >= 0) close(from_worker_);
+  pid_ = -1;
+  to_worker_ = from_worker_ = -1;
+}
+
+void MegatronWorker::write_line(const std::string& line) {
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = write(to_worker_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw MegatronWorkerLost("the Megatron worker closed its input");
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string MegatronWorker::read_line(const std::string& waiting_for) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout();
+  for (;;) {
+    const size_t newline = buffer_.find('\n');
+    if (newline != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{from_worker_, POLLIN, 0};
+    const int ready = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      stop();
+      throw MegatronWorkerLost("the Megatron worker gave no answer in " +
+                               std::to_string(timeout().count() / 1000) + " s while serving " +
+                               waiting_for + " (SC_MEGATRON_TIMEOUT); it was killed");
+    }
+    char chunk[1 << 16];
+    const ssize_t n = read(from_worker_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      stop();
+      throw MegatronWorkerLost("the Megatron worker exited while serving " + waiting_for);
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+const nlohmann::json& MegatronWorker::hello() {
+  if (pid_ < 0) start();
+  return hello_;
+}
+
+nlohmann::json MegatronWorker::request(nlohmann::json request) {
+  if (pid_ < 0) start();
+  request["id"] = ++ids_;
+  const std::string op = request.value("op", std::string("?"));
+  nlohmann::json reply;
+  try {
+    write_line(request.dump() + "\n");
+    reply = nlohmann::json::parse(read_line("a '" + op + "' request"));
+  } catch (const nlohmann::json::exception& e) {
+    stop();
+    throw MegatronWorkerLost("the Megatron worker answered a '" + op + "' request with " +
+                             "something that is not JSON: " + e.what());
+  }
+  if (reply.value("id", int64_t{-1}) != ids_) {
+    stop();
+    throw MegatronWorkerLost("the Megatron worker answered out of order");
+  }
+  if (!reply.value("ok", false)) {
+    std::string what = reply.value("error", std::string("(no message)"));
+    const std::string trace = reply.value("traceback", std::string());
+    throw MegatronRaised(what + (trace.empty() ? "" : "\n" + trace));
+  }
+  return reply;
+}
+
+}  // namespace sc::sim

@@ -1,0 +1,84 @@
+// The process that runs real Megatron-Core code: sim/megatron/worker.py, started once per tree
+// and device and fed requests one JSON line at a time (docs/megatron-worker.md).
+//
+// Every wait on the worker is bounded (SC_MEGATRON_TIMEOUT seconds, default 300). A worker that
+// exits or stops answering is killed with its whole process group and started again on the next
+// request; a worker also dies with the process that started it. The Python interpreter is
+// SC_PYTHON (default /usr/bin/python3, Debian's, which python3-torch serves); the script is
+// SC_MEGATRON_WORKER, else the one in this source tree.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sc::sim {
+
+// Which Megatron tree, on which device.
+struct MegatronTarget {
+  std::string tree;   // a directory holding megatron/core
+  bool cuda = false;  // real CUDA (a GPU machine) instead of the host-memory device layer
+};
+
+// The worker cannot serve the tree at all: not a Megatron tree, an API that moved (named), an
+// import that failed, no Python. One line.
+class MegatronUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The worker exited, or gave no answer in time, while serving a request.
+class MegatronWorkerLost : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Python raised while serving a request: "Type: message", then the traceback.
+class MegatronRaised : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class MegatronWorker {
+ public:
+  // The worker of `target`, started on first use and kept until the process ends.
+  static MegatronWorker& of(const MegatronTarget& target);
+
+  explicit MegatronWorker(MegatronTarget target);
+  ~MegatronWorker();
+  MegatronWorker(const MegatronWorker&) = delete;
+  MegatronWorker& operator=(const MegatronWorker&) = delete;
+
+  // Sends `request` (its "id" is set here) and returns the reply; throws MegatronRaised on an
+  // `ok: false` reply, MegatronWorkerLost or MegatronUnavailable as above.
+  nlohmann::json request(nlohmann::json request);
+  // The worker's start-up line ("ready": true), starting it if needed.
+  const nlohmann::json& hello();
+  // A fresh rank handle.
+  int64_t next_handle() { return ++handles_; }
+  // Counts the starts: a handle is valid only in the generation that made it.
+  uint64_t generation() const { return generation_; }
+
+ private:
+  void start();
+  void stop();
+  void write_line(const std::string& line);
+  std::string read_line(const std::string& waiting_for);
+
+  MegatronTarget target_;
+  int pid_ = -1;
+  int to_worker_ = -1, from_worker_ = -1;
+  std::string buffer_;
+  nlohmann::json hello_;
+  int64_t handles_ = 0, ids_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// fp32 values as their bit patterns, and back (the protocol's encoding of tensors).
+nlohmann::json to_bits(const std::vector<float>& values);
+std::vector<float> from_bits(const nlohmann::json& bits);
+
+}  // namespace sc::sim

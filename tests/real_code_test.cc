@@ -1,0 +1,182 @@
+// Real Megatron under test: scripts/verify-megatron on the seed's snapshot finds the seed bug in
+// the real code and shrinks it to the seed's minimal case; with the one-line fix the
+// construction and leaf properties pass; bad trees, patches and workers exit 2 with one line,
+// and no worker process outlives its failure.
+//
+// SC_MEGATRON_ARCHIVE is the snapshot (megatron-lm-d8b71082.tar.gz) and SC_MEGATRON_TREES the
+// folder scripts/megatron-trees unpacked it into (tests/CMakeLists.txt); without the snapshot
+// every test here is skipped.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/rig/megatron_worker.h"
+#include "tests/support/command.h"
+
+namespace sc::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string verify_command() {
+  return "SC_BUILD_DIR=" + std::string(SC_BUILD_DIR) + " " + SC_SOURCE_DIR +
+         "/scripts/verify-megatron";
+}
+
+// A few cases suffice: the seed case is found in the first ones.
+testing::CommandResult verify(const std::string& arguments) {
+  return testing::run_command("RC_PARAMS='max_success=15 seed=11' " + verify_command() + " " +
+                              arguments + " --json 2>/dev/null");
+}
+
+class RealCode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    archive_ = SC_MEGATRON_ARCHIVE;
+    trees_ = SC_MEGATRON_TREES;
+    if (!fs::exists(archive_)) GTEST_SKIP() << "no Megatron snapshot at " << archive_;
+  }
+  const json* property(const json& report, const std::string& name) {
+    for (const json& p : report.at("properties")) {
+      if (p.at("name") == name) return &p;
+    }
+    return nullptr;
+  }
+  std::string archive_, trees_;
+};
+
+constexpr const char* kLeaf = "ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing";
+constexpr const char* kConstructs = "ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank";
+
+TEST_F(RealCode, ThePristineSnapshotFailsTheLeafPropertyOnTheSeedsMinimalCase) {
+  const auto r = verify(archive_);
+  ASSERT_EQ(r.status, 1) << r.output;
+  const json report = json::parse(r.output);
+  EXPECT_EQ(report.at("commit"), "d8b71082ea7033974703a101ded49a359b773458");
+  const json* leaf = property(report, kLeaf);
+  ASSERT_NE(leaf, nullptr);
+  EXPECT_FALSE(leaf->at("passed").get<bool>());
+  // Shrunk to one 1-element fp32 parameter at DP 1.
+  const std::string shrunk = leaf->at("counterexample");
+  EXPECT_TRUE(std::regex_search(shrunk, std::regex(R"(dp=1 .*params=\[p\d+:fp32\[1\] g0 c0\])")))
+      << shrunk;
+  EXPECT_NE(leaf->at("replay").get<std::string>().find("reproduce="), std::string::npos);
+  EXPECT_NE(leaf->at("failure").get<std::string>().find("is_leaf=0"), std::string::npos);
+}
+
+TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
+  const auto r =
+      verify(archive_ + " --patch " + std::string(SC_SOURCE_DIR) + "/patches/pr6982.patch");
+  const json report = json::parse(r.output);
+  EXPECT_EQ(report.at("patches"), json::array({"pr6982.patch"}));
+  for (const char* name : {kLeaf, kConstructs}) {
+    const json* p = property(report, name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_TRUE(p->at("passed").get<bool>()) << name << ": " << p->dump(2);
+  }
+  // Every finding of FINDINGS.md lies in what the worker does not serve yet (checkpoints,
+  // streams, precision-aware): nothing else fails, and the report says what did not run.
+  EXPECT_EQ(report.at("failed"), 0) << r.output;
+  EXPECT_EQ(r.status, 0);
+  EXPECT_FALSE(report.at("not_run").empty());
+}
+
+TEST_F(RealCode, AFolderThatIsNoMegatronTreeExitsTwo) {
+  const fs::path empty = fs::path(trees_) / "not-a-tree";
+  fs::create_directories(empty);
+  const auto r = testing::run_command(verify_command() + " " + empty.string() + " 2>&1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("not_a_tree"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::run_command(verify_command() + " /no/such/tree 2>&1").status, 2);
+}
+
+TEST_F(RealCode, APatchThatDoesNotApplyExitsTwo) {
+  const fs::path patch = fs::path(trees_) / "bad.patch";
+  std::ofstream(patch) << "--- a/megatron/core/no_such_file.py\n+++ b/megatron/core/no_such_file.py\n"
+                          "@@ -1 +1 @@\n-x = 1\n+x = 2\n";
+  const auto r = testing::run_command(verify_command() + " " + archive_ + " --patch " +
+                                      patch.string() + " 2>&1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("does not apply"), std::string::npos) << r.output;
+}
+
+TEST_F(RealCode, ATreeWhoseApiMovedExitsTwoNamingWhatMoved) {
+  const fs::path moved = fs::path(trees_) / "api-moved";
+  fs::remove_all(moved);
+  fs::copy(fs::path(trees_) / "d8b71082", moved, fs::copy_options::recursive);
+  const fs::path file = moved / "megatron/core/optimizer/distrib_optimizer.py";
+  ASSERT_EQ(testing::run_command("sed -i 's/_build_model_and_main_param_groups/_renamed_groups/g' " +
+                                 file.string()).status, 0);
+  const auto r = testing::run_command(verify_command() + " " + moved.string() + " 2>&1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("api_moved"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("_build_model_and_main_param_groups"), std::string::npos) << r.output;
+}
+
+// A stand-in worker script that records its PID, then does what `body` says.
+std::string fake_worker(const fs::path& dir, const std::string& name, const std::string& body) {
+  const fs::path script = dir / (name + ".py");
+  std::ofstream(script) << "import os, sys, time\n"
+                        << "open(sys.argv[0] + '.pid', 'w').write(str(os.getpid()))\n"
+                        << body;
+  return script.string();
+}
+
+bool alive(const fs::path& pid_file) {
+  std::ifstream in(pid_file);
+  int pid = 0;
+  in >> pid;
+  return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
+}
+
+TEST_F(RealCode, AWorkerThatHangsIsKilledAfterTheTimeout) {
+  const std::string script = fake_worker(trees_, "hangs", "time.sleep(600)\n");
+  setenv("SC_MEGATRON_WORKER", script.c_str(), 1);
+  setenv("SC_MEGATRON_TIMEOUT", "1", 1);
+  const auto start = std::chrono::steady_clock::now();
+  MegatronWorker worker(MegatronTarget{trees_ + "/d8b71082", false});
+  EXPECT_THROW(worker.hello(), MegatronUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_FALSE(alive(script + ".pid"));
+  unsetenv("SC_MEGATRON_WORKER");
+  unsetenv("SC_MEGATRON_TIMEOUT");
+}
+
+TEST_F(RealCode, AWorkerThatDiesServingARequestFailsThatRequestAndIsStartedAgain) {
+  const std::string script = fake_worker(
+      trees_, "dies",
+      "print('{\"ready\": true}', flush=True)\nsys.stdin.readline()\nos._exit(3)\n");
+  setenv("SC_MEGATRON_WORKER", script.c_str(), 1);
+  MegatronWorker worker(MegatronTarget{trees_ + "/d8b71082", false});
+  EXPECT_THROW(worker.request({{"op", "observe"}, {"handle", 1}}), MegatronWorkerLost);
+  EXPECT_FALSE(alive(script + ".pid"));
+  const uint64_t generation = worker.generation();
+  EXPECT_THROW(worker.request({{"op", "observe"}, {"handle", 1}}), MegatronWorkerLost);
+  EXPECT_EQ(worker.generation(), generation + 1);  // a fresh worker served the second request
+  unsetenv("SC_MEGATRON_WORKER");
+}
+
+TEST_F(RealCode, PythonRaisingIsAnErrorReplyAndTheWorkerGoesOn) {
+  MegatronWorker worker(MegatronTarget{trees_ + "/d8b71082", false});
+  try {
+    worker.request({{"op", "observe"}, {"handle", 12345}});
+    FAIL() << "no error for an unknown handle";
+  } catch (const MegatronRaised& e) {
+    EXPECT_NE(std::string(e.what()).find("KeyError"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(worker.request({{"op", "drop"}, {"handle", 12345}}));
+}
+
+}  // namespace
+}  // namespace sc::sim
