@@ -283,7 +283,8 @@ std::vector<Property> hybrid_optimizer_properties() {
                  }),
       port_only(replayable("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
                  "save, load into a fresh optimizer, continue: bit-identical to no interruption",
-                 {"patched-F2", "HDO-05"}, [] { return split_schedule(/*force_offload=*/true); },
+                 {"patched-F2", "patched-F10", "HDO-05"},
+                 [] { return split_schedule(/*force_offload=*/true); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_save_load_continue(in.c, in.schedule, in.split, b);
                  }), kNeedsCheckpoints),

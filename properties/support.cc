@@ -27,13 +27,29 @@ torch::Device device() {
   return kDevice;
 }
 
+namespace {
+std::optional<sim::MegatronTarget> scoped_tree;  // set by a live RealCodeScope
+}  // namespace
+
+RealCodeScope::RealCodeScope(sim::MegatronTarget tree) {
+  scoped_tree = std::move(tree);
+  gen::set_transformer_engine_available(false);
+}
+
+RealCodeScope::~RealCodeScope() {
+  scoped_tree.reset();
+  configure_generation();
+}
+
 std::optional<sim::MegatronTarget> megatron_tree() {
+  if (scoped_tree) return scoped_tree;
   const char* tree = std::getenv("SC_MEGATRON_TREE");
   if (tree == nullptr || *tree == '\0') return std::nullopt;
   return sim::MegatronTarget{tree, false};
 }
 
 bool real_code_under_test() {
+  if (scoped_tree) return true;
   static const bool kReal = [] {
     const char* sut = std::getenv("SC_SUT");
     const std::string name = sut == nullptr ? "" : sut;

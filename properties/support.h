@@ -26,6 +26,15 @@ bool real_code_under_test();
 // The system under test for the port variant `behaviour`: the port, or the Megatron tree, whose
 // code then stands in for the variant (`behaviour` only names it in reports).
 sim::Target target_for(const sut::Behaviour& behaviour);
+// While alive, properties run against real Megatron code from `tree` whatever SC_SUT says, and
+// cases are drawn without Transformer Engine (the benchmarks time both systems in one run).
+class RealCodeScope {
+ public:
+  explicit RealCodeScope(sim::MegatronTarget tree);
+  ~RealCodeScope();
+  RealCodeScope(const RealCodeScope&) = delete;
+  RealCodeScope& operator=(const RealCodeScope&) = delete;
+};
 // Sets up case generation for the system under test: real Megatron runs without Transformer
 // Engine, so every case is drawn in the no-TE configuration. Call once, before any property.
 void configure_generation();

@@ -8,26 +8,14 @@
 #include <vector>
 
 #include "sim/input/args.h"
+#include "tests/support/command.h"
 
 namespace {
 
-struct Outcome {
-  int status = -1;
-  std::string output;
-};
+using Outcome = sc::testing::CommandResult;
 
 // Runs `command` (stderr joined to stdout) and returns its exit status and output.
-Outcome run(const std::string& command) {
-  Outcome r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.output.append(buffer, n);
-  const int rc = pclose(pipe);
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return r;
-}
+Outcome run(const std::string& command) { return sc::testing::run_command(command + " 2>&1"); }
 
 const std::string kSeedCase = std::string(SC_SOURCE_DIR) + "/cases/seed_nonleaf_fp32_shard.json";
 
@@ -74,6 +62,20 @@ TEST(CliConvention, ShardcheckReplay) {
   EXPECT_EQ(run(exe + " " + kSeedCase + " --variant").status, 2);
   EXPECT_EQ(run(exe + " " + kSeedCase + " --no-such-option=1").status, 2);
   EXPECT_EQ(run(exe + " " + kSeedCase + " --variant=no-such-variant").status, 2);
+}
+
+TEST(CliConvention, ShardcheckVerify) {
+  const std::string exe = SC_VERIFY_EXE;
+  const Outcome help = run(exe + " --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.output.find("usage"), std::string::npos) << help.output;
+  EXPECT_EQ(run(exe).status, 2);  // no --tree
+  EXPECT_EQ(run(exe + " --tree").status, 2);
+  EXPECT_EQ(run(exe + " --tree /no/such/tree --only NoSuch.Property").status, 2);
+  // A folder that is no Megatron tree: the worker refuses it, in either form of --tree.
+  EXPECT_EQ(run(exe + " --tree=" + std::string(SC_SOURCE_DIR) + "/docs").status, 2);
+  EXPECT_EQ(run(exe + " --tree " + std::string(SC_SOURCE_DIR) + "/docs").status, 2);
+  EXPECT_EQ(run(exe + " --tree /x stray").status, 2);
 }
 
 TEST(CliConvention, ShardcheckMutants) {
