@@ -136,14 +136,14 @@ def constructed(rank):
 
 # ---- after construction ----
 
-def observation(rank):
-    """The observe reply."""
+def observation(rank, with_model_values=True):
+    """The observe reply; every model parameter's values only when asked."""
     rank.require_constructed()
     hdo = rank.hdo()
     return {
         "entries": [[entry(rank, hdo, tensor, model) for tensor, model in group]
                     for group in rank.installed()],
-        "model_values": [to_bits(p) for p in rank.params],
+        "model_values": [to_bits(p) for p in rank.params] if with_model_values else [],
         "hyper": hyper(rank),
         "num_cpu_optimizers": len(hdo.cpu_optimizers) if hdo is not None else 0,
         "has_accelerator_optimizer": hdo is not None and hdo.gpu_optimizer is not None,

@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import devices  # noqa: E402
+import rank  # noqa: E402
 import observe  # noqa: E402
 from loader import STAND_INS as LOADER_STAND_INS, Megatron, TreeError  # noqa: E402
 from rank import STAND_INS as RANK_STAND_INS, Rank, Refused, from_bits  # noqa: E402
@@ -27,6 +28,8 @@ def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", required=True, help="a Megatron-LM tree (holds megatron/core)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--values", choices=("list", "base64"), default="list",
+                        help="how replies carry tensor values (docs/megatron-worker.md)")
     return parser.parse_args()
 
 
@@ -100,7 +103,7 @@ class Worker:
         rank.dist.reload_model_params()
 
     def op_observe(self, request):
-        return observe.observation(self.rank(request))
+        return observe.observation(self.rank(request), request.get("model_values", True))
 
     def op_drop(self, request):
         self.ranks.pop(request["handle"], None)
@@ -139,7 +142,9 @@ def main():
     arguments = parse_arguments()
     out = sys.stdout
     sys.stdout = sys.stderr  # anything Megatron prints goes to the log
-    warnings.simplefilter("once")
+    if not sys.warnoptions:  # PYTHONWARNINGS or -W decide when given
+        warnings.simplefilter("once")
+    rank.VALUE_ENCODING = arguments.values
     tree = os.path.abspath(arguments.tree)
     try:
         stand_ins = set_up(arguments.device)

@@ -4,32 +4,19 @@
 #include <sstream>
 
 #include "sim/port/torch_pch.h"
+#include "sim/rig/dtypes.h"
 #include "sim/rig/rng.h"
 
 namespace sc::sim {
 
 namespace {
 
-torch::ScalarType torch_dtype(model::DType dtype) {
-  switch (dtype) {
-    case model::DType::kBFloat16:
-      return torch::kBFloat16;
-    case model::DType::kFloat16:
-      return torch::kHalf;
-    case model::DType::kFloat64:
-      return torch::kDouble;
-    case model::DType::kFloat32:
-      break;
-  }
-  return torch::kFloat;
-}
-
 // `values` rounded to `dtype` (round to nearest even, as LibTorch converts) and widened back.
 std::vector<float> rounded(std::vector<float> values, model::DType dtype) {
   if (dtype == model::DType::kFloat32 || dtype == model::DType::kFloat64) return values;
   torch::Tensor t = torch::from_blob(values.data(), {static_cast<int64_t>(values.size())},
                                      torch::kFloat)
-                        .to(torch_dtype(dtype))
+                        .to(to_torch_dtype(dtype))
                         .to(torch::kFloat)
                         .contiguous();
   std::memcpy(values.data(), t.data_ptr<float>(), values.size() * sizeof(float));

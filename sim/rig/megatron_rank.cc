@@ -174,8 +174,9 @@ class MegatronRank final : public RankUnderTest {
   }
   uint64_t digest() const override { return state_digest(*this); }
   std::vector<std::vector<float>> model_values() const override {
+    const json all = worker_->request({{"op", "observe"}, {"handle", handle_}});
     std::vector<std::vector<float>> out;
-    for (const json& v : observed().at("model_values")) out.push_back(from_bits(v));
+    for (const json& v : all.at("model_values")) out.push_back(from_bits(v));
     return out;
   }
   Checkpoint save() const override { not_served("save"); }
@@ -196,7 +197,9 @@ class MegatronRank final : public RankUnderTest {
     worker_->request(std::move(request));
   }
   const json& observed() const {
-    if (!observed_) observed_ = worker_->request({{"op", "observe"}, {"handle", handle_}});
+    if (!observed_) {
+      observed_ = worker_->request({{"op", "observe"}, {"handle", handle_}, {"model_values", false}});
+    }
     return *observed_;
   }
   const json& entry(size_t g, size_t i) const { return observed().at("entries").at(g).at(i); }

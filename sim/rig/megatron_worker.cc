@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -52,15 +54,65 @@ std::chrono::milliseconds timeout() {
 
 }  // namespace
 
+namespace {
+
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64(const unsigned char* data, size_t n) {
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = (uint32_t{data[i]} << 16) | (i + 1 < n ? uint32_t{data[i + 1]} << 8 : 0) |
+                       (i + 2 < n ? uint32_t{data[i + 2]} : 0);
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < n ? kBase64[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? kBase64[v & 63] : '=';
+  }
+  return out;
+}
+
+std::vector<unsigned char> unbase64(const std::string& text) {
+  int value[256];
+  std::fill(std::begin(value), std::end(value), -1);
+  for (int k = 0; k < 64; ++k) value[static_cast<unsigned char>(kBase64[k])] = k;
+  std::vector<unsigned char> out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : text) {
+    if (c == '=') break;
+    const int v = value[static_cast<unsigned char>(c)];
+    if (v < 0) throw MegatronWorkerLost("the Megatron worker sent a value that is not base64");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<unsigned char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json to_bits(const std::vector<float>& values) {
-  std::vector<uint32_t> bits(values.size());
-  if (!values.empty()) std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
-  return bits;
+  return base64(reinterpret_cast<const unsigned char*>(values.data()),
+                values.size() * sizeof(float));
 }
 
 std::vector<float> from_bits(const nlohmann::json& bits) {
+  std::vector<float> out;
+  if (bits.is_string()) {
+    const std::vector<unsigned char> raw = unbase64(bits.get<std::string>());
+    if (raw.size() % sizeof(float) != 0) {
+      throw MegatronWorkerLost("the Megatron worker sent a value of a ragged byte count");
+    }
+    out.resize(raw.size() / sizeof(float));
+    if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+    return out;
+  }
   const auto words = bits.get<std::vector<uint32_t>>();
-  std::vector<float> out(words.size());
+  out.resize(words.size());
   if (!words.empty()) std::memcpy(out.data(), words.data(), words.size() * sizeof(float));
   return out;
 }
@@ -86,7 +138,7 @@ void MegatronWorker::start() {
   const std::vector<std::string> argv = {
       env_or("SC_PYTHON", "/usr/bin/python3"), env_or("SC_MEGATRON_WORKER",
                                                       SC_MEGATRON_WORKER_SCRIPT),
-      "--tree", target_.tree, "--device", target_.cuda ? "cuda" : "cpu"};
+      "--tree", target_.tree, "--device", target_.cuda ? "cuda" : "cpu", "--values", "base64"};
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

@@ -77,7 +77,8 @@ class MegatronWorker {
   uint64_t generation_ = 0;
 };
 
-// fp32 values as their bit patterns, and back (the protocol's encoding of tensors).
+// fp32 values as the base64 of their little-endian bytes, and back from that or from a list of
+// bit patterns (the protocol's two encodings of tensor values; little-endian hosts only).
 nlohmann::json to_bits(const std::vector<float>& values);
 std::vector<float> from_bits(const nlohmann::json& bits);
 

@@ -16,6 +16,7 @@
 #include "model/spec.h"
 #include "sim/port/behaviour.h"
 #include "sim/port/torch_pch.h"
+#include "sim/rig/dtypes.h"
 #include "sim/rig/rank_under_test.h"
 
 namespace sc::sut {
@@ -92,9 +93,5 @@ class RankRig final : public RankUnderTest {
 RankObservation run_rank(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed);
 
-// model::DType of a LibTorch scalar type (fp64 for anything unsupported).
-model::DType to_model_dtype(torch::ScalarType type);
-// LibTorch scalar type of a model::DType.
-torch::ScalarType to_torch_dtype(model::DType dtype);
 
 }  // namespace sc::sim

@@ -1,0 +1,14 @@
+// Element types between the model's vocabulary and LibTorch's.
+#pragma once
+
+#include "model/dtype.h"
+#include "sim/port/torch_pch.h"
+
+namespace sc::sim {
+
+// model::DType of a LibTorch scalar type (fp64 for anything unsupported).
+model::DType to_model_dtype(torch::ScalarType type);
+// LibTorch scalar type of a model::DType.
+torch::ScalarType to_torch_dtype(model::DType dtype);
+
+}  // namespace sc::sim
