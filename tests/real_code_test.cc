@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -75,6 +76,15 @@ TEST_F(RealCode, ThePristineSnapshotFailsTheLeafPropertyOnTheSeedsMinimalCase) {
   EXPECT_NE(leaf->at("failure").get<std::string>().find("is_leaf=0"), std::string::npos);
 }
 
+// The failures the fixed snapshot keeps: each is a finding of FINDINGS.md in the real code.
+std::map<std::string, std::string> failures(const json& report) {
+  std::map<std::string, std::string> out;
+  for (const json& p : report.at("properties")) {
+    if (!p.at("passed").get<bool>()) out[p.at("name")] = p.at("failure");
+  }
+  return out;
+}
+
 TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
   const auto r =
       verify(archive_ + " --patch " + std::string(SC_SOURCE_DIR) + "/patches/pr6982.patch");
@@ -85,10 +95,20 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
     ASSERT_NE(p, nullptr) << name;
     EXPECT_TRUE(p->at("passed").get<bool>()) << name << ": " << p->dump(2);
   }
-  // Every finding of FINDINGS.md lies in what the worker does not serve yet (checkpoints,
-  // streams, precision-aware): nothing else fails, and the report says what did not run.
-  EXPECT_EQ(report.at("failed"), 0) << r.output;
-  EXPECT_EQ(r.status, 0);
+  // What still fails are findings the real code has: F10 (the accelerator AdamW's state moved
+  // to the host by a load, so the next step mixes devices) and F11 (a state dict saved before
+  // the first step cannot be loaded), the latter first found here.
+  const auto failed = failures(report);
+  EXPECT_EQ(r.status, 1);
+  ASSERT_EQ(failed.size(), 3u) << r.output;
+  const std::string f10 = "Expected all tensors to be on the same device";
+  EXPECT_NE(failed.at("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption").find(f10),
+            std::string::npos);
+  EXPECT_NE(failed.at("HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice")
+                .find("is on the host, its sub-optimizer runs on the accelerator"),
+            std::string::npos);
+  EXPECT_NE(failed.at("HybridOptimizerState.CommandSequencesMatchTheReference").find("KeyError"),
+            std::string::npos);
   EXPECT_FALSE(report.at("not_run").empty());
 }
 

@@ -117,6 +117,15 @@ class AcceleratorTensor(torch.Tensor):
     def is_cuda(self):
         return True
 
+    def __deepcopy__(self, memo):
+        # torch.optim's load_state_dict deep-copies the state dict: a copy in accelerator memory,
+        # as CUDA's deepcopy gives.
+        if id(self) not in memo:
+            with torch.no_grad():
+                copy = self.clone()
+            memo[id(self)] = copy.requires_grad_(self.requires_grad) if self.is_leaf else copy
+        return memo[id(self)]
+
     @property
     def device(self):
         return _ACCELERATOR

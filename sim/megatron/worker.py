@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
+import checkpoint  # noqa: E402
 import devices  # noqa: E402
 import rank  # noqa: E402
 import observe  # noqa: E402
@@ -52,6 +53,7 @@ class Worker:
     def __init__(self, megatron):
         self.megatron = megatron
         self.ranks = {}
+        self.checkpoints = {}
 
     def serve(self, request):
         op = request.get("op")
@@ -104,6 +106,18 @@ class Worker:
 
     def op_observe(self, request):
         return observe.observation(self.rank(request), request.get("model_values", True))
+
+    def op_save(self, request):
+        self.checkpoints[request["checkpoint"]] = checkpoint.save(self.rank(request))
+
+    def op_load(self, request):
+        saved = self.checkpoints.get(request["checkpoint"])
+        if saved is None:
+            raise KeyError(f"no checkpoint {request['checkpoint']}")
+        checkpoint.load(self.rank(request), saved, request.get("map_to_host", False))
+
+    def op_drop_checkpoint(self, request):
+        self.checkpoints.pop(request["checkpoint"], None)
 
     def op_drop(self, request):
         self.ranks.pop(request["handle"], None)

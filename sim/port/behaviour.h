@@ -70,6 +70,11 @@ struct Behaviour {
   // the accelerator sub-optimizer's state to the host too. The fix tells the sub-optimizers
   // apart by identity: the host ones are `cpu_optimizers`.
   bool fix_hdo_state_device_by_identity = false;
+  // Finding F11 (FINDINGS.md): with param_update_in_fp32 the post-load hook rebuilds hdo.state as
+  // a plain dict, so loading a state dict saved before the first step (no state entries) raises
+  // KeyError in `_sync_hdo_state_to_sub_optimizers`. The fix leaves a parameter without state
+  // without state.
+  bool fix_hdo_load_empty_state = false;
   // Finding F9 (FINDINGS.md): with precision-aware FusedAdam keeping bf16 remainders,
   // get_parameter_state_dp_zero copies the int16 remainders into the fp32 world tensors as if
   // they were the master, and loading hands that fp32 tensor to set_scaled_state, which asserts

@@ -633,7 +633,16 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
       state_view_[tensor_key(p)] = st;
     }
   }
-  // Post-load hook.
+  // Post-load hook. Under param_update_in_fp32 it rebuilds hdo.state as a plain dict, and the
+  // sync below looks every parameter up in it (F11: KeyError for one without state).
+  if (fp32_update_ && !behaviour_.fix_hdo_load_empty_state) {
+    for (const auto& g : param_groups_) {
+      for (const auto& p : g.params()) {
+        TORCH_CHECK(state_view_.count(tensor_key(p)),
+                    "KeyError: a parameter without state in the loaded state dict");
+      }
+    }
+  }
   init_sub_optimizers();
   sync_hdo_param_groups_to_sub_optimizers();
   sync_hdo_state_to_sub_optimizers();

@@ -87,9 +87,29 @@ json hyper_request(const model::AdamWHyper& h) {
 
 [[noreturn]] void not_served(const char* what) {
   throw std::logic_error(std::string(what) +
-                         " is not run against real Megatron code (the worker serves no "
-                         "checkpoints and records no streams)");
+                         " is not run against real Megatron code (the worker serves the hybrid "
+                         "optimizer's own checkpoints only, and records no streams)");
 }
+
+}  // namespace
+
+// A checkpoint the worker holds; dropped there when the last copy of its handle goes.
+struct RealCheckpoint {
+  RealCheckpoint(MegatronWorker* w, int64_t i) : worker(w), id(i), generation(w->generation()) {}
+  ~RealCheckpoint() {
+    if (worker->generation() != generation) return;
+    try {
+      worker->request({{"op", "drop_checkpoint"}, {"checkpoint", id}});
+    } catch (const std::exception&) {
+      // Housekeeping: a worker that fails here fails the next request instead.
+    }
+  }
+  MegatronWorker* worker;
+  int64_t id;
+  uint64_t generation;
+};
+
+namespace {
 
 class MegatronRank final : public RankUnderTest {
  public:
@@ -179,8 +199,17 @@ class MegatronRank final : public RankUnderTest {
     for (const json& v : all.at("model_values")) out.push_back(from_bits(v));
     return out;
   }
-  Checkpoint save() const override { not_served("save"); }
-  void load(const Checkpoint&, bool) override { not_served("load"); }
+  Checkpoint save() const override {
+    auto ck = std::make_shared<RealCheckpoint>(worker_, worker_->next_handle());
+    worker_->request({{"op", "save"}, {"handle", handle_}, {"checkpoint", ck->id}});
+    return Checkpoint{nullptr, std::move(ck)};
+  }
+  void load(const Checkpoint& ck, bool map_to_host) override {
+    if (!ck.real || ck.real->worker != worker_ || ck.real->generation != worker_->generation()) {
+      throw std::invalid_argument("load: a checkpoint this worker does not hold");
+    }
+    send({{"op", "load"}, {"checkpoint", ck.real->id}, {"map_to_host", map_to_host}});
+  }
   void load_distributed(const Checkpoint&) override { not_served("load_distributed"); }
   void load_gathered(const GatheredCheckpoint&) override { not_served("load_gathered"); }
   void add_non_tensor_state(std::vector<std::string>) override {

@@ -583,7 +583,7 @@ Checkpoint RankRig::save() const {
   } catch (const c10::Error& e) {
     ck->dist_error = e.msg();
   }
-  return Checkpoint{ck};
+  return Checkpoint{ck, nullptr};
 }
 
 void RankRig::load(const Checkpoint& ck, bool map_to_host) {
@@ -591,6 +591,7 @@ void RankRig::load(const Checkpoint& ck, bool map_to_host) {
   RankRigImpl& r = *impl_;
   auto* hdo = const_cast<sut::HybridDeviceOptimizer*>(r.hdo());
   TORCH_CHECK(hdo, "RankRig::load: only the hybrid optimizer's state is loaded");
+  TORCH_CHECK(ck.impl, "RankRig::load: a checkpoint of another system under test");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < r.params.size(); ++i) r.params[i].param.detach().copy_(ck.impl->weights[i]);
   const auto& mains = r.dist->shard_fp32_from_float16_groups();
@@ -606,6 +607,7 @@ void RankRig::load_distributed(const Checkpoint& ck) {
   impl_->drain();
   RankRigImpl& r = *impl_;
   TORCH_CHECK(r.dist, "RankRig::load_distributed: construction failed");
+  TORCH_CHECK(ck.impl, "RankRig::load_distributed: a checkpoint of another system under test");
   TORCH_CHECK(ck.impl->dist_error.empty(), ck.impl->dist_error);
   constexpr uint64_t kDummyStepSeed = 17;
   // sharded_state_dict(is_loading=True).

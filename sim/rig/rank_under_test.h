@@ -81,11 +81,14 @@ struct StreamSchedule {
 };
 
 struct CheckpointImpl;
+struct RealCheckpoint;
 
 // What a checkpoint of one rank holds: model weights, the distributed optimizer's fp32 main
-// params, and the hybrid optimizer's state_dict. Opaque; made by RankRig::save.
+// params, and the hybrid optimizer's state_dict. Opaque; made by RankRig::save (`impl`) or, for
+// real Megatron code, held by its worker (`real`).
 struct Checkpoint {
   std::shared_ptr<const CheckpointImpl> impl;
+  std::shared_ptr<const RealCheckpoint> real;
 };
 
 // Megatron's checkpoint formats that gather a DP group's optimizer state into world tensors on
