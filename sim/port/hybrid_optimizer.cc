@@ -720,7 +720,9 @@ std::optional<int64_t> HybridDeviceOptimizer::first_host_adamw_step() const {
 }
 
 std::optional<int64_t> HybridDeviceOptimizer::accelerator_group_step() const {
-  if (!gpu_optimizer_) return std::nullopt;
+  // Without Transformer Engine the accelerator side is a torch AdamW: its steps are per tensor,
+  // and first_host_adamw_step() already reads them.
+  if (!dynamic_cast<const FusedAdam*>(gpu_optimizer_.get())) return std::nullopt;
   for (const auto& g : gpu_optimizer_->param_groups()) {
     const int64_t s = static_cast<const FusedAdamOptions&>(g.options()).step();
     if (!g.params().empty() && s > 0) return s;
