@@ -320,7 +320,7 @@ std::string patched_without(const std::string& fix) {
 TEST(RegressionCorpus, EachFindingsOwnFixAloneDecidesItsCase) {
   const std::string dir = std::string(SC_SOURCE_DIR) + "/tests/regressions/";
   std::vector<std::pair<std::string, std::string>> cases;  // file, its fix
-  for (int n = 1; n <= 9; ++n) {
+  for (int n = 1; n <= 11; ++n) {
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
       const std::string name = e.path().filename().string();
       if (name.rfind("f" + std::to_string(n) + "_", 0) == 0 && e.path().extension() == ".json") {
@@ -329,7 +329,7 @@ TEST(RegressionCorpus, EachFindingsOwnFixAloneDecidesItsCase) {
     }
   }
   cases.emplace_back(dir + "hdo02_fp32_copies_lose_pinning.json", "pr4547");
-  ASSERT_EQ(cases.size(), 10u);
+  ASSERT_EQ(cases.size(), 12u);
   for (const auto& [file, fix] : cases) {
     const CaseFile f = parse_case_file(read(file));
     EXPECT_EQ(replay_here(file, f.variant + "+" + fix), 0)
