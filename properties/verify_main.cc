@@ -51,7 +51,8 @@ struct Request {
 
 std::variant<Request, int> parse(const std::vector<std::string>& args) {
   Request r;
-  auto split = sc::sim::split_args(args, {"tree", "name", "only", "commit", "patch", "replay"}, {"json"});
+  auto split = sc::sim::split_args(args, {"tree", "name", "only", "commit", "patch", "replay"},
+                                   {"json"});
   if (auto* why = std::get_if<std::string>(&split)) return usage(*why);
   for (const sc::sim::Arg& a : std::get<std::vector<sc::sim::Arg>>(split)) {
     if (a.name == "help") {
@@ -99,7 +100,8 @@ void print_text(const Request& r, const std::vector<Outcome>& outcomes,
   std::cout << "tree " << r.name << (r.commit.empty() ? "" : " at " + r.commit)
             << (r.patches.empty() ? "" : " with " + sc::sim::join(r.patches, ", ")) << "\n";
   for (const Outcome& o : outcomes) {
-    const char* verdict = o.run.failed() ? "FAIL" : o.run.kind == sc::props::RunOutcome::Kind::kGaveUp ? "GAVE UP" : "PASS";
+    const bool gave_up = o.run.kind == sc::props::RunOutcome::Kind::kGaveUp;
+    const char* verdict = o.run.failed() ? "FAIL" : gave_up ? "GAVE UP" : "PASS";
     std::cout << verdict << "  " << o.property->name << "  (" << o.run.cases << " cases)\n";
     if (!o.run.failed()) continue;
     std::cout << "  counterexample:\n" << o.run.counterexample << "  failure: "
@@ -124,7 +126,9 @@ json report_json(const Request& r, const std::vector<Outcome>& outcomes,
                           {"failure", ok ? json(nullptr) : json(o.run.description)},
                           {"replay", ok ? json(nullptr) : json(o.replay)}});
   }
-  for (const auto* p : not_run) skipped.push_back({{"name", p->name}, {"why", p->not_on_real_code}});
+  for (const auto* p : not_run) {
+    skipped.push_back({{"name", p->name}, {"why", p->not_on_real_code}});
+  }
   return {{"tree", r.name},         {"commit", r.commit.empty() ? json(nullptr) : json(r.commit)},
           {"patches", r.patches},   {"properties", properties},
           {"passed", passed},       {"failed", failed},

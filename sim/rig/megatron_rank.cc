@@ -227,7 +227,8 @@ class MegatronRank final : public RankUnderTest {
   }
   const json& observed() const {
     if (!observed_) {
-      observed_ = worker_->request({{"op", "observe"}, {"handle", handle_}, {"model_values", false}});
+      observed_ =
+          worker_->request({{"op", "observe"}, {"handle", handle_}, {"model_values", false}});
     }
     return *observed_;
   }
