@@ -46,11 +46,10 @@ void adamw_step_fused(std::vector<float>& param, const std::vector<float>& grad,
     state.exp_avg_sq.assign(param.size(), 0.0f);
   }
   state.step = group_step;
-  const float bc1 =
-      static_cast<float>(1.0 - std::pow(hyper.beta1, static_cast<double>(group_step)));
-  const float bc2 =
-      static_cast<float>(1.0 - std::pow(hyper.beta2, static_cast<double>(group_step)));
   const float b1 = static_cast<float>(hyper.beta1), b2 = static_cast<float>(hyper.beta2);
+  // TE's host code: float betas, `1 - pow(beta, step)` evaluated in double, stored as float.
+  const float bc1 = static_cast<float>(1.0 - std::pow(double{b1}, static_cast<double>(group_step)));
+  const float bc2 = static_cast<float>(1.0 - std::pow(double{b2}, static_cast<double>(group_step)));
   const float eps = static_cast<float>(hyper.eps), lr = static_cast<float>(hyper.lr);
   const float wd = static_cast<float>(hyper.weight_decay);
   for (size_t i = 0; i < param.size(); ++i) {

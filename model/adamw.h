@@ -6,7 +6,8 @@
 // d = sqrt(v) / sqrt(bc2) + eps; p += -(lr/bc1) * m / d. Its vectorised kernels (AVX2, AVX512)
 // fuse the two multiply-adds into FMAs, its default kernel does not: FmaMode selects which.
 // FusedAdam's order: m, v as above without FMA; u = (m/bc1) / (sqrt(v/bc2) + eps) + wd*p;
-// p = p - lr*u; its step count is per group, not per parameter.
+// p = p - lr*u, with bias corrections bc = 1 - pow(beta, step) from the float betas the kernel
+// receives (evaluated in double, stored as float); its step count is per group, not per parameter.
 #pragma once
 
 #include <cstdint>

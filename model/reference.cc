@@ -27,9 +27,10 @@ RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
     std::vector<std::vector<float>> masters;
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const ShardEntry& e = plan.groups[g].installed[i];
-      // Without Transformer Engine the accelerator side is torch's AdamW too.
-      const bool host = !fused_master_ && (!spec.cpu_offload || !spec.transformer_engine ||
-                                           offload_.placements[g][i].offloaded);
+      // With Transformer Engine the factory's Adam is TE's FusedAdam, except on the hybrid
+      // optimizer's host side; without TE it is torch's AdamW everywhere.
+      const bool host = !spec.transformer_engine ||
+                        (spec.cpu_offload && offload_.placements[g][i].offloaded);
       paths.push_back(host ? UpdatePath::kTorchCpu : UpdatePath::kFusedAccelerator);
       const auto& full = initial.at(e.param);
       masters.emplace_back(full.begin() + e.param_range.start, full.begin() + e.param_range.end);

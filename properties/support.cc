@@ -5,6 +5,7 @@
 
 #include "properties/gen/case_gen.h"
 #include "sim/port/device.h"
+#include "sim/rig/megatron_worker.h"
 
 namespace sc::props {
 
@@ -31,10 +32,7 @@ namespace {
 std::optional<sim::MegatronTarget> scoped_tree;  // set by a live RealCodeScope
 }  // namespace
 
-RealCodeScope::RealCodeScope(sim::MegatronTarget tree) {
-  scoped_tree = std::move(tree);
-  gen::set_transformer_engine_available(false);
-}
+RealCodeScope::RealCodeScope(sim::MegatronTarget tree) { scoped_tree = std::move(tree); }
 
 RealCodeScope::~RealCodeScope() {
   scoped_tree.reset();
@@ -73,8 +71,42 @@ sim::Target target_for(const sut::Behaviour& behaviour) {
   return t;
 }
 
+namespace {
+
+// A message's first line without a leading exception type ("RuntimeError: ").
+std::string message_text(const std::string& message) {
+  std::string line = message.substr(0, message.find('\n'));
+  const size_t colon = line.find(": ");
+  const bool typed = colon != std::string::npos && colon >= 5 &&
+                     line.compare(colon - 5, 5, "Error") == 0 &&
+                     line.find(' ') == colon + 1;
+  return typed ? line.substr(colon + 2) : line;
+}
+
+}  // namespace
+
+// What one step raised, in message_text's words ("" when it returned): the port's c10::Error and
+// the worker's reply say the same thing there.
+std::string step_outcome(sim::RankUnderTest& rank, const model::StepInputs& in) {
+  try {
+    rank.step(in);
+    rank.model_values();  // the port may run the step's kernels only when something reads
+    return "";
+  } catch (const c10::Error& e) {
+    return message_text(e.msg());
+  } catch (const sim::MegatronRaised& e) {
+    return message_text(e.what());
+  }
+}
+
 void configure_generation() {
-  gen::set_transformer_engine_available(!real_code_under_test());
+  const char* te = std::getenv("SC_TRANSFORMER_ENGINE");
+  const std::string value = te == nullptr ? "" : te;
+  if (!value.empty() && value != "on" && value != "off") {
+    std::cerr << "SC_TRANSFORMER_ENGINE=" << value << " is neither on nor off\n";
+    std::exit(2);
+  }
+  gen::set_transformer_engine_available(value != "off");
 }
 
 }  // namespace sc::props

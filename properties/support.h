@@ -26,8 +26,8 @@ bool real_code_under_test();
 // The system under test for the port variant `behaviour`: the port, or the Megatron tree, whose
 // code then stands in for the variant (`behaviour` only names it in reports).
 sim::Target target_for(const sut::Behaviour& behaviour);
-// While alive, properties run against real Megatron code from `tree` whatever SC_SUT says, and
-// cases are drawn without Transformer Engine (the benchmarks time both systems in one run).
+// While alive, properties run against real Megatron code from `tree` whatever SC_SUT says (the
+// benchmarks time both systems in one run).
 class RealCodeScope {
  public:
   explicit RealCodeScope(sim::MegatronTarget tree);
@@ -35,8 +35,13 @@ class RealCodeScope {
   RealCodeScope(const RealCodeScope&) = delete;
   RealCodeScope& operator=(const RealCodeScope&) = delete;
 };
-// Sets up case generation for the system under test: real Megatron runs without Transformer
-// Engine, so every case is drawn in the no-TE configuration. Call once, before any property.
+// Runs one step of `rank` to completion: "" when it returned, else what it raised, as the first
+// line of the message without a leading exception type (the port's c10::Error and the real code's
+// "RuntimeError: ..." then read alike).
+std::string step_outcome(sim::RankUnderTest& rank, const model::StepInputs& in);
+// Sets up case generation: with SC_TRANSFORMER_ENGINE=off every case is drawn in the configuration
+// without Transformer Engine, else (unset or "on") a quarter of them are. Exits 2 on any other
+// value. Call once, before any property.
 void configure_generation();
 
 }  // namespace sc::props

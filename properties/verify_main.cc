@@ -95,10 +95,18 @@ Outcome verify(const sc::props::Property& p, const Request& r) {
   return out;
 }
 
+// What ran on a stand-in rather than on Megatron's own code, in the worker's words.
+std::vector<std::string> stand_ins() {
+  const json& hello = sc::sim::MegatronWorker::of(*sc::props::megatron_tree()).hello();
+  return hello.value("stand_ins", std::vector<std::string>());
+}
+
 void print_text(const Request& r, const std::vector<Outcome>& outcomes,
                 const std::vector<const sc::props::Property*>& not_run) {
   std::cout << "tree " << r.name << (r.commit.empty() ? "" : " at " + r.commit)
             << (r.patches.empty() ? "" : " with " + sc::sim::join(r.patches, ", ")) << "\n";
+  std::cout << "stand-ins (not Megatron's code):\n";
+  for (const std::string& s : stand_ins()) std::cout << "  - " << s << "\n";
   for (const Outcome& o : outcomes) {
     const bool gave_up = o.run.kind == sc::props::RunOutcome::Kind::kGaveUp;
     const char* verdict = o.run.failed() ? "FAIL" : gave_up ? "GAVE UP" : "PASS";
@@ -132,7 +140,7 @@ json report_json(const Request& r, const std::vector<Outcome>& outcomes,
   return {{"tree", r.name},         {"commit", r.commit.empty() ? json(nullptr) : json(r.commit)},
           {"patches", r.patches},   {"properties", properties},
           {"passed", passed},       {"failed", failed},
-          {"not_run", skipped}};
+          {"not_run", skipped},     {"stand_ins", stand_ins()}};
 }
 
 }  // namespace

@@ -15,6 +15,9 @@
 namespace sc::props {
 namespace {
 
+// Case generation as the environment says (SC_TRANSFORMER_ENGINE), as in sc_properties.
+const bool kGenerationConfigured = (configure_generation(), true);
+
 // Whether `p` can run here: the differential property needs a Megatron tree.
 bool runnable(const Property& p) {
   return p.target != Target::kPortVsRealCode || megatron_tree().has_value();

@@ -98,8 +98,8 @@ TEST(Numerics, PortFusedAdamKernelEqualsTheModelsFusedOrder) {
     for (int step = 1; step <= 4; ++step) {
       std::vector<float> g(n);
       for (float& x : g) x = rng.symmetric_unit();
-      const float bc1 = static_cast<float>(1.0 - std::pow(h.beta1, step));
-      const float bc2 = static_cast<float>(1.0 - std::pow(h.beta2, step));
+      const float bc1 = sut::te_bias_correction(h.beta1, step);
+      const float bc2 = sut::te_bias_correction(h.beta2, step);
       sut::fused_adam_cpu(p.data(), g.data(), m.data(), v.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f,
                           0.05f, bc1, bc2, false);
       model::adamw_step_fused(q, g, s, h, step);

@@ -18,6 +18,8 @@ import os
 import sys
 import types
 
+import te_stand_in
+
 # Module name -> file under megatron/core; a name ending in a package's __init__.py is a package.
 REAL_MODULES = {
     "megatron.core.config": "config.py",
@@ -61,9 +63,19 @@ TP_TABLE = "_MODEL_PARALLEL_ATTRIBUTE_DEFAULTS"
 TP_OPTIONAL_FUNCTIONS = ("copy_gtp_attributes",)
 
 
+# What a case with Transformer Engine may import of it: the stand-in package (te_stand_in.py).
+TE_MODULES = ("transformer_engine", "transformer_engine.pytorch",
+              "transformer_engine.pytorch.optimizers")
+
 STAND_INS = [
-    "Transformer Engine and Apex: hidden (ImportError), so Megatron takes its torch.optim paths; "
-    "megatron.* modules outside the optimizer path are placeholders that raise when used",
+    "Transformer Engine and Apex: hidden (ImportError) while the tree loads, so its modules take "
+    "their torch paths at import (multi-tensor copies and norms: Megatron's local_multi_tensor_* "
+    "fallbacks; fp8_utils without TE); megatron.* modules outside the optimizer path are "
+    "placeholders that raise when used",
+    "Transformer Engine's FusedAdam: in cases with transformer_engine (the hybrid optimizer's "
+    "accelerator side, the precision-aware optimizer) a stand-in written from TE's FusedAdam and "
+    "its AdamW kernels (sim/megatron/te_stand_in.py, version " + te_stand_in.VERSION + "), "
+    "installed where the optimizer modules bound TE's class at import",
 ]
 
 
@@ -125,8 +137,13 @@ class _BuiltLoader(importlib.abc.Loader):
 class _TreeFinder(importlib.abc.MetaPathFinder):
     def __init__(self, core):
         self.core = core  # TREE/megatron/core
+        self.transformer_engine = False  # whether TE_MODULES import the stand-in
 
     def find_spec(self, fullname, path=None, target=None):
+        if self.transformer_engine and fullname in TE_MODULES:
+            spec = importlib.machinery.ModuleSpec(fullname, _BuiltLoader(_make_te_module),
+                                                  is_package=fullname != TE_MODULES[-1])
+            return spec
         if any(fullname == h or fullname.startswith(h + ".") for h in HIDDEN):
             raise ModuleNotFoundError(f"No module named '{fullname}' (hidden from the worker)",
                                       name=fullname)
@@ -172,6 +189,16 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
             setattr(module, name, namespace[name])
 
 
+def _make_te_module(module):
+    """One of TE_MODULES, holding what Megatron's optimizer path imports from it."""
+    if module.__name__ == "transformer_engine":
+        module.__version__ = te_stand_in.VERSION
+    if module.__name__ == TE_MODULES[-1]:
+        module.FusedAdam = te_stand_in.FusedAdam
+        module.FusedSGD = placeholder("transformer_engine.pytorch.optimizers.FusedSGD",
+                                      module.__name__)
+
+
 def _make_placeholder(module):
     module.__class__ = _PlaceholderModule
     module.__path__ = []
@@ -205,10 +232,33 @@ class Megatron:
                 "megatron.core.optimizer.distrib_optimizer"])):
             raise TreeError("not_a_tree",
                             f"{tree} has no megatron/core/optimizer/distrib_optimizer.py")
-        sys.meta_path.insert(0, _TreeFinder(self.core))
+        self.finder = _TreeFinder(self.core)
+        sys.meta_path.insert(0, self.finder)
         os.environ.setdefault("NO_VCS_VERSION", "1")  # package_info would run git otherwise
         self._import()
         check_api(self)
+        self.transformer_engine = False
+        self.without_te = {(owner, name): getattr(getattr(self, owner), name, None)
+                           for owner, name in WITH_TE}
+
+    def use_transformer_engine(self, on):
+        """Makes the optimizer path see Transformer Engine (the FusedAdam stand-in) or not: the
+        names its modules bound at import as they bind them with TE installed, the TE modules
+        importable (OptimizerConfig and get_te_version import them when called), and
+        get_te_version's cache cleared."""
+        if on == self.transformer_engine:
+            return
+        for (owner, name), value in WITH_TE.items():
+            module = getattr(self, owner)
+            if not hasattr(module, name):
+                raise TreeError("api_moved", f"{module.__name__} has no '{name}' (the name it "
+                                "binds TE's class or flag to)")
+            setattr(module, name, value if on else self.without_te[(owner, name)])
+        self.finder.transformer_engine = on
+        for name in TE_MODULES:
+            sys.modules.pop(name, None)
+        self.utils._te_version = None
+        self.transformer_engine = on
 
     def _import(self):
         try:
@@ -222,6 +272,7 @@ class Megatron:
             self.buffer = importlib.import_module("megatron.core.distributed.param_and_grad_buffer")
             importlib.import_module("megatron.core.optimizer_param_scheduler")
             self.tensor_parallel = importlib.import_module(TENSOR_PARALLEL)
+            self.utils = importlib.import_module("megatron.core.utils")
         except TreeError:
             raise
         except Exception as e:  # any failure to import the tree's code
@@ -230,6 +281,18 @@ class Megatron:
         self.OptimizerConfig = getattr(config, "OptimizerConfig", None)
         self.DistributedDataParallelConfig = getattr(ddp_config, "DistributedDataParallelConfig",
                                                      None)
+
+
+# The names the optimizer modules bind, at import, to TE's FusedAdam or to flags saying TE is
+# there (the `try: from transformer_engine... import FusedAdam` branches), with their values when
+# it is: (owner attribute, name) -> value.
+WITH_TE = {
+    ("factory_module", "Adam"): te_stand_in.FusedAdam,
+    ("factory_module", "USING_PYTORCH_OPTIMIZER"): False,
+    ("distrib", "Adam"): te_stand_in.FusedAdam,
+    ("distrib", "USING_TE_OPTIMIZER"): True,
+    ("distrib", "HAVE_APEX_OR_TE"): True,
+}
 
 
 # What the worker calls, with the arguments it passes: (owner attribute, name, arguments).

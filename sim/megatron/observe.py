@@ -6,6 +6,7 @@ import torch
 
 from devices import is_accelerator
 from rank import DTYPE_NAMES, LEAF_ERROR, nbytes, to_bits
+from te_stand_in import join_remainder
 
 
 def _range(r):
@@ -152,22 +153,47 @@ def observation(rank, with_model_values=True):
 
 def entry(rank, hdo, tensor, model):
     piece = rank.dist._get_model_param_range_map(model)["param"]
-    stepped = hdo.param_to_inner_param[tensor] if hdo is not None else tensor
+    stepped = hdo.param_to_inner_param[tensor] if hdo is not None else master_of(rank, tensor)
     return {"model_piece": to_bits(model.detach().view(-1)[piece.start:piece.end]),
             "optimizer_piece": to_bits(stepped),
             "state": state(rank, hdo, tensor),
             "placement": placement(hdo, tensor)}
 
 
+def master_of(rank, tensor):
+    """The fp32 values the inner optimizer steps for `tensor`: TE's FusedAdam keeps a master (whole,
+    or the remainder bits below a bf16 parameter) for 16-bit tensors; otherwise the tensor."""
+    fused = rank.fused_adam()
+    s = fused.state.get(tensor, {}) if fused is not None and tensor in fused.state else {}
+    if "master_param" not in s or tensor.dtype == torch.float32:
+        return tensor
+    master = s["master_param"]
+    return join_remainder(tensor, master) if master.dtype == torch.int16 else master
+
+
+def group_step(optimizer, param):
+    """The step count TE's FusedAdam keeps in the group holding `param` (0 before the first)."""
+    for group in optimizer.param_groups:
+        if any(p is param for p in group["params"]):
+            return group.get("step", 0)
+    return 0
+
+
 def state(rank, hdo, tensor):
     """The optimizer state of one installed tensor: the HDO's (as synced after its step), else the
-    inner AdamW's; master is the tensor the optimizer steps."""
+    inner optimizer's; master is what the optimizer steps. TE's FusedAdam keeps no step per
+    tensor: its group's count is the step."""
     states = hdo.state if hdo is not None else rank.dist.optimizer.state
     s = states.get(tensor) if tensor in states else None
     if not s:
         return {"present": False, "exp_avg": [], "exp_avg_sq": [], "master": [], "step": 0}
-    master = s["master_param"] if hdo is not None else tensor
-    step = s["step"]
+    master = s["master_param"] if hdo is not None else master_of(rank, tensor)
+    if "step" in s:
+        step = s["step"]
+    elif hdo is not None:
+        step = group_step(hdo.gpu_optimizer, hdo.param_to_inner_param[tensor])
+    else:
+        step = group_step(rank.dist.optimizer, tensor)
     return {"present": True, "exp_avg": to_bits(s["exp_avg"]),
             "exp_avg_sq": to_bits(s["exp_avg_sq"]), "master": to_bits(master),
             "step": int(step.item() if isinstance(step, torch.Tensor) else step)}

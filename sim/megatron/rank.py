@@ -15,6 +15,7 @@ import types
 import numpy as np
 import torch
 
+import te_stand_in
 from loader import PlaceholderCalled
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
@@ -29,21 +30,6 @@ STAND_INS = [
     "group_params_for_buffers, compute_full_param_layout, _ParamAndGradBuffer and "
     "partition_buckets; a model-chunk stand-in that starts no param all-gather after a step",
 ]
-
-
-class Refused(Exception):
-    """A request this worker cannot serve as asked (not an error of Megatron's)."""
-
-
-def refuse_transformer_engine(case):
-    """This worker runs without Transformer Engine (and Apex): it cannot build what needs TE's
-    FusedAdam."""
-    if case.get("precision_aware", False):
-        raise Refused("precision-aware optimizer needs Transformer Engine's FusedAdam "
-                      "(not available to this worker)")
-    if case.get("transformer_engine", False) and case["cpu_offload"]:
-        raise Refused("the hybrid optimizer's accelerator side is Transformer Engine's FusedAdam "
-                      "when TE is installed (not available to this worker)")
 
 
 # How replies carry values: "list" (bit patterns as integers, readable) or "base64" (the
@@ -118,7 +104,8 @@ class Rank:
         self.case = request["case"]
         self.expert = request["instance"] == "expert"
         self.rank = request["rank"]
-        refuse_transformer_engine(self.case)
+        self.transformer_engine = self.case.get("transformer_engine", False)
+        megatron.use_transformer_engine(self.transformer_engine)
         specs = self.case["params"]
         self.case_index = [i for i, s in enumerate(specs) if s["is_expert"] == self.expert]
         self.group_ids = sorted({specs[i]["group"] for i in self.case_index})
@@ -212,7 +199,7 @@ class Rank:
             optimizer="adam", lr=INNER_LR, clip_grad=0.0, fp16=False,
             bf16=any(p["dtype"] == "bf16" for p in case["params"]),
             decoupled_weight_decay=True, use_distributed_optimizer=True,
-            use_precision_aware_optimizer=False,
+            use_precision_aware_optimizer=case["precision_aware"],
             store_param_remainders=case["store_param_remainders"],
             optimizer_cpu_offload=case["cpu_offload"],
             optimizer_offload_fraction=case["offload_fraction"],
@@ -279,6 +266,11 @@ class Rank:
             return None
         inner = self.dist.optimizer
         return inner if isinstance(inner, self.megatron.HybridDeviceOptimizer) else None
+
+    def fused_adam(self):
+        """The inner optimizer when it is TE's FusedAdam (the precision-aware optimizer)."""
+        inner = self.dist.optimizer if self.dist is not None else None
+        return inner if isinstance(inner, te_stand_in.FusedAdam) else None
 
     def require_constructed(self):
         if self.dist is None:

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -343,16 +344,7 @@ def check_requests(worker):
     assert not broken["ok"] and broken["error"].startswith("TypeError"), broken
     assert "distrib_optimizer.py" in broken["traceback"] or "optimizer.py" in broken["traceback"]
     assert worker("observe", handle=30)["ok"]
-    refused = worker("build", handle=32, instance="dense", rank=0,
-                     case=spec | {"precision_aware": True}, initial=values_of(spec, 0),
-                     group_weight_decay=[0.1])
-    assert not refused["ok"] and refused["error"] == (
-        "precision-aware optimizer needs Transformer Engine's FusedAdam "
-        "(not available to this worker)"), refused
-    with_te = worker("build", handle=32, instance="dense", rank=0,
-                     case=spec | {"cpu_offload": True, "transformer_engine": True},
-                     initial=values_of(spec, 0), group_weight_decay=[0.1])
-    assert not with_te["ok"] and "Transformer Engine" in with_te["error"], with_te
+    check_transformer_engine(worker, spec)
     double = worker.build(33, case([param("d", [4], "fp64")]))
     assert double["error_type"] == "TypeError" and "torch.cuda.DoubleTensor" in double["error"]
     assert double["ranges"] == [] and double["groups"] == [], double
@@ -361,6 +353,45 @@ def check_requests(worker):
     assert not gone["ok"] and gone["error"].startswith("KeyError"), gone
     assert not worker("no_such_op", handle=31)["ok"]
     assert worker("observe", handle=31)["ok"]
+
+
+def check_transformer_engine(worker, spec):
+    """Cases with Transformer Engine build and step on the FusedAdam stand-in: the precision-aware
+    optimizer keeps its step in the group, a TE case after a no-TE one gets TE's class, and what
+    the stand-in does not implement is refused by name."""
+    for handle, switches in ((32, {"precision_aware": True}), (33, {})):
+        built = worker("build", handle=handle, instance="dense", rank=0,
+                       case=spec | {"transformer_engine": True} | switches,
+                       initial=values_of(spec, 0), group_weight_decay=[0.1])
+        assert built["ok"] and built["error"] is None, built
+        for _ in range(2):
+            assert worker("step", handle=handle, grads=values_of(spec, 4),
+                          hyper=hyper(1e-3, 0.0, 1))["ok"]
+        states = [e["state"] for g in worker("observe", handle=handle)["entries"] for e in g]
+        assert states and all(s["present"] and s["step"] == 2 for s in states), states
+        assert worker("drop", handle=handle)["ok"]
+    import te_stand_in
+    try:
+        te_stand_in.FusedAdam([torch.zeros(1)], capturable=True)
+        raise AssertionError("the stand-in accepted capturable=True")
+    except te_stand_in.StandInRefused as e:
+        assert "capturable" in str(e)
+
+
+def check_te_arithmetic():
+    """The stand-in's bias corrections are TE's (float betas) and its remainder split inverts its
+    join, negative remainders (the rounded-up bf16) included."""
+    import te_stand_in
+    bc1, bc2 = te_stand_in.bias_corrections(0.9, 0.999, 1)
+    assert bc2 == float(np.float32(1.0 - float(np.float32(0.999))))
+    assert bc2 != float(np.float32(1.0 - 0.999))  # the double beta gives another float
+    master = torch.tensor([1.0 + 2 ** -20, -3.140625 - 2 ** -17, 0.1, -0.0], dtype=torch.float32)
+    param = torch.zeros(4, dtype=torch.bfloat16)
+    remainder = torch.zeros(4, dtype=torch.int16)
+    te_stand_in.split_remainder(master.clone(), param, remainder)
+    assert torch.equal(param, master.to(torch.bfloat16)), (param, master)
+    joined = te_stand_in.join_remainder(param, remainder)
+    assert torch.equal(joined.view(torch.int32), master.view(torch.int32)), (joined, master)
 
 
 def check_quit(tree):
@@ -391,7 +422,8 @@ def main():
         ("PR #6982 fix", lambda: check_fix(tree)),
         ("mixed bf16/fp16/fp32 steps, dp 2", lambda: check_mixed_steps(worker)),
         ("hybrid optimizer placement, 16-bit params", lambda: check_offload(worker)),
-        ("set/reload/zero_grad/drop/errors", lambda: check_requests(worker)),
+        ("set/reload/zero_grad/drop/errors, TE stand-in", lambda: check_requests(worker)),
+        ("TE stand-in arithmetic", check_te_arithmetic),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     for name, check in checks:

@@ -22,7 +22,8 @@ import devices  # noqa: E402
 import rank  # noqa: E402
 import observe  # noqa: E402
 from loader import STAND_INS as LOADER_STAND_INS, Megatron, TreeError  # noqa: E402
-from rank import STAND_INS as RANK_STAND_INS, Rank, Refused, from_bits  # noqa: E402
+from rank import STAND_INS as RANK_STAND_INS, Rank, from_bits  # noqa: E402
+from te_stand_in import StandInRefused  # noqa: E402
 
 
 def parse_arguments():
@@ -66,7 +67,9 @@ class Worker:
         handle = request["handle"]
         if handle not in self.ranks:
             raise KeyError(f"no rank with handle {handle}")
-        return self.ranks[handle]
+        rank = self.ranks[handle]
+        self.megatron.use_transformer_engine(rank.transformer_engine)
+        return rank
 
     def op_build(self, request):
         rank = Rank(self.megatron, request)
@@ -134,7 +137,7 @@ def reply_to(worker, line):
         return reply, False
     try:
         reply.update(worker.serve(request))
-    except Refused as e:
+    except StandInRefused as e:
         reply = {"id": request.get("id"), "ok": False, "error": str(e), "traceback": ""}
     except Exception as e:
         reply = {"id": request.get("id"), "ok": False, "error": f"{type(e).__name__}: {e}",

@@ -178,6 +178,7 @@ const std::vector<Behaviour>& all_mutants() {
     add("HDO-07", &Behaviour::mutant_hdo07_no_fp32_update);
     add("HDO-08", &Behaviour::mutant_hdo08_fused_on_host);
     add("PT-01", &Behaviour::mutant_pt01_skip_flush);
+    add("FID-bc-double-beta", &Behaviour::mutant_bc_double_betas);
     add("PT-03", &Behaviour::mutant_pt03_state_stays_where_loaded);
     add("RULE-align-32", &Behaviour::mutant_align_32);
     add("RULE-align-off-by-one", &Behaviour::mutant_align_off_by_one);

@@ -114,6 +114,9 @@ struct Behaviour {
   bool mutant_hdo07_no_fp32_update = false;
   // Mutant HDO-08: the host sub-optimizers are the accelerator's FusedAdam class.
   bool mutant_hdo08_fused_on_host = false;
+  // Mutant FID-bc-double-beta: FusedAdam's bias corrections computed from the double betas, not
+  // from the float betas Transformer Engine's host code receives (the port's own first version).
+  bool mutant_bc_double_betas = false;
   // Mutant PT-01: the multi-tensor FusedAdam skips its final flush when the last tensor of a
   // group is empty, so the tensors batched before it are never updated.
   bool mutant_pt01_skip_flush = false;

@@ -46,6 +46,11 @@ void fused_adam_cpu(float* param, const float* grad, float* exp_avg, float* exp_
   for (int64_t i = body; i < count; ++i) element(i, true);
 }
 
+float te_bias_correction(double beta, int64_t step, bool from_double_beta) {
+  const double b = from_double_beta ? beta : static_cast<double>(static_cast<float>(beta));
+  return static_cast<float>(1.0 - std::pow(b, static_cast<double>(step)));
+}
+
 FusedAdam::FusedAdam(std::vector<torch::optim::OptimizerParamGroup> groups,
                      const FusedAdamOptions& defaults, const TensorAttrs* attrs,
                      const FusedAdamFlags& flags, const Behaviour& behaviour)
@@ -165,8 +170,8 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     o.step(o.step() + 1);
     // DS-04: one counter for the whole optimizer, advanced once per group.
     const int64_t step = behaviour_.mutant_ds04_shared_step ? ++shared_step_ : o.step();
-    const double bc1 = 1.0 - std::pow(o.beta1(), static_cast<double>(step));
-    const double bc2 = 1.0 - std::pow(o.beta2(), static_cast<double>(step));
+    const float bc1 = te_bias_correction(o.beta1(), step, behaviour_.mutant_bc_double_betas);
+    const float bc2 = te_bias_correction(o.beta2(), step, behaviour_.mutant_bc_double_betas);
     // One unit of the kernel's work: an fp32 tensor stepped in place (the parameter, its master,
     // or a work copy), and how the result reaches the parameter afterwards.
     struct Work {
@@ -228,8 +233,8 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
                          t->state->exp_avg_sq().data_ptr<float>(), t->target.numel(),
                          static_cast<float>(o.lr()), static_cast<float>(o.beta1()),
                          static_cast<float>(o.beta2()), static_cast<float>(o.eps()),
-                         static_cast<float>(o.weight_decay()), static_cast<float>(bc1),
-                         static_cast<float>(bc2), behaviour_.mutant_ds01_tail_momentum);
+                         static_cast<float>(o.weight_decay()), bc1, bc2,
+                         behaviour_.mutant_ds01_tail_momentum);
         }
         cpu_batch.clear();
       };
@@ -254,8 +259,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
         }
         const cuda::AdamArgs args{static_cast<float>(o.lr()),  static_cast<float>(o.beta1()),
                                   static_cast<float>(o.beta2()), static_cast<float>(o.eps()),
-                                  static_cast<float>(o.weight_decay()), static_cast<float>(bc1),
-                                  static_cast<float>(bc2)};
+                                  static_cast<float>(o.weight_decay()), bc1, bc2};
         const std::string err =
             cuda::fused_adam_launch(tensors, args, c10::cuda::getCurrentCUDAStream().stream());
         TORCH_CHECK(err.empty(), "FusedAdam CUDA kernel: ", err);

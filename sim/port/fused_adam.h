@@ -92,6 +92,12 @@ torch::Tensor join_remainder_master(const torch::Tensor& param_bf16, const torch
 void split_remainder_master(const torch::Tensor& master, torch::Tensor& param_bf16,
                             torch::Tensor& rem);
 
+// One of the bias corrections Transformer Engine's host code hands the kernel for `step`: the beta
+// arrives as a float, `1 - std::pow(beta, step)` promotes it to double, and the result is assigned
+// to a float. `from_double_beta` is the old port's formula (the mutant FID-bc-double-beta): the
+// double beta, before it is rounded to float.
+float te_bias_correction(double beta, int64_t step, bool from_double_beta = false);
+
 // Runs the kernel's arithmetic over one fp32 tensor on the CPU (in place); exposed for tests.
 void fused_adam_cpu(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
                     int64_t count, float lr, float beta1, float beta2, float eps,

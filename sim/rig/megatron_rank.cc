@@ -274,11 +274,6 @@ std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                                   const model::CaseSpec& spec,
                                                   model::Instance instance, int64_t rank,
                                                   const ParamValues& initial) {
-  if (spec.precision_aware || (spec.cpu_offload && spec.transformer_engine)) {
-    throw std::invalid_argument(
-        "real Megatron runs here without Transformer Engine: this case needs its FusedAdam "
-        "(precision-aware, or offload with transformer_engine)");
-  }
   if (const auto bad = check_initial_values(spec, initial)) throw std::invalid_argument(*bad);
   return std::make_unique<MegatronRank>(target, spec, instance, rank, initial);
 }

@@ -2,9 +2,10 @@
 // rank of one distributed-optimizer instance of a case, built and stepped by Megatron-Core's own
 // Python code in the worker of a tree (sim/rig/megatron_worker.h).
 //
-// It runs Megatron's factory without Transformer Engine and Apex (torch.optim.AdamW, or the
-// hybrid optimizer with torch.optim.AdamW on both sides): a case that needs Transformer Engine
-// (precision-aware, or `transformer_engine` with offload) is refused with std::invalid_argument.
+// It runs Megatron's factory as the case's `transformer_engine` says: without Transformer Engine
+// and Apex (torch.optim.AdamW, or the hybrid optimizer with torch.optim.AdamW on both sides), or
+// with TE, whose FusedAdam (the precision-aware optimizer, the hybrid optimizer's accelerator side)
+// is then the worker's stand-in (sim/megatron/te_stand_in.py).
 // Checkpoints and stream recording are not served: those functions throw std::logic_error, so a
 // property that needs them fails loudly instead of passing.
 #pragma once

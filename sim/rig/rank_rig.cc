@@ -115,7 +115,7 @@ struct RankRigImpl {
   const sut::HybridDeviceOptimizer* hdo() const {
     return dist ? dynamic_cast<const sut::HybridDeviceOptimizer*>(&dist->optimizer()) : nullptr;
   }
-  // The precision-aware FusedAdam without offload, if that is the inner optimizer.
+  // TE's FusedAdam without offload (precision-aware or not), if that is the inner optimizer.
   const sut::FusedAdam* fused() const {
     return dist ? dynamic_cast<const sut::FusedAdam*>(&dist->optimizer()) : nullptr;
   }
@@ -196,7 +196,7 @@ std::unique_ptr<torch::optim::Optimizer> RankRigImpl::make_inner_optimizer(
       sut::HdoOptions o;
       o.weight_decay(group_weight_decay(g));
       groups.emplace_back(members, std::make_unique<sut::HdoOptions>(o));
-    } else if (c.precision_aware) {
+    } else if (c.transformer_engine) {  // TE's FusedAdam (precision-aware or not)
       groups.emplace_back(members, std::make_unique<sut::FusedAdamOptions>(
                                        sut::FusedAdamOptions().weight_decay(group_weight_decay(g))));
     } else {
@@ -224,6 +224,11 @@ std::unique_ptr<torch::optim::Optimizer> RankRigImpl::make_inner_optimizer(
     flags.store_param_remainders = c.store_param_remainders;
     return std::make_unique<sut::FusedAdam>(std::move(groups), sut::FusedAdamOptions(), &attrs,
                                             flags, behaviour);
+  }
+  if (c.transformer_engine) {
+    // The factory's Adam class with TE installed: FusedAdam in AdamW mode over the fp32 mains.
+    return std::make_unique<sut::FusedAdam>(std::move(groups), sut::FusedAdamOptions(), &attrs,
+                                            sut::FusedAdamFlags(), behaviour);
   }
   // Without Transformer Engine (the factory's USING_PYTORCH_OPTIMIZER): torch's AdamW.
   return std::make_unique<torch::optim::AdamW>(std::move(groups));

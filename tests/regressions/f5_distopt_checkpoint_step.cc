@@ -47,7 +47,9 @@ Resume resume_after(int before, const model::CaseSpec& c, const char* variant) {
 }
 
 model::CaseSpec torch_adamw_case() {
-  return test::one_param_case("w", {1}, model::DType::kBFloat16);  // no offload, no PA
+  model::CaseSpec c = test::one_param_case("w", {1}, model::DType::kBFloat16);
+  c.transformer_engine = false;  // no offload, no PA, no TE: the factory's torch AdamW
+  return c;
 }
 
 model::CaseSpec hybrid_case(double fraction) {
