@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <sstream>
 
@@ -292,6 +293,65 @@ void run_hdo_against_plain(const model::CaseSpec& spec, const gen::Schedule& sch
   });
 }
 
+namespace {
+
+// Each group's hyper-parameters of `loaded` against those of `saved`, right after a load and
+// before a step rewrites lr and weight decay: a group matched to the wrong saved group shows only
+// here (MEG-06).
+void check_hyper_after_load(const sim::RankUnderTest& saved, const sim::RankUnderTest& loaded,
+                            int64_t rank, const sut::Behaviour& b) {
+  const std::vector<model::AdamWHyper> want = saved.group_hyper_parameters(),
+                                       got = loaded.group_hyper_parameters();
+  if (got.size() != want.size()) {
+    check("rank " + std::to_string(rank) + ": " + std::to_string(got.size()) +
+              " groups after the load, " + std::to_string(want.size()) + " saved",
+          b);
+  }
+  for (size_t g = 0; g < want.size() && g < got.size(); ++g) {
+    const model::AdamWHyper &x = got[g], &y = want[g];
+    if (x == y) continue;
+    std::ostringstream os;
+    os.precision(9);
+    os << "rank " << rank << " group " << g << " after the load: lr " << x.lr << " wd "
+       << x.weight_decay << " beta1 " << x.beta1 << " beta2 " << x.beta2 << " eps " << x.eps
+       << "; saved lr " << y.lr << " wd " << y.weight_decay << " beta1 " << y.beta1 << " beta2 "
+       << y.beta2 << " eps " << y.eps;
+    check(os.str(), b);
+  }
+}
+
+// The whole optimizer state of `loaded` right after it loaded what `saved` saved, entry by entry:
+// presence, moments, master, the stepped tensor and the step count (per parameter, or the
+// group's where the optimizer keeps it there), then every group's hyper-parameters.
+void check_state_after_load(const sim::RankUnderTest& saved, const sim::RankUnderTest& loaded,
+                            const model::CaseSpec& c, const model::RankPlan& plan, int step,
+                            const sut::Behaviour& b) {
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+      const std::string at = entry_name(c, plan, g, i, step) + " right after the load: ";
+      const sim::ObservedState x = loaded.state(g, i), y = saved.state(g, i);
+      if (x.present != y.present) {
+        check(at + (x.present ? "state present, none saved" : "no state, saved had some"), b);
+        continue;
+      }
+      check(compare_exact(x.exp_avg, y.exp_avg, at + "exp_avg (loaded vs saved)"), b);
+      check(compare_exact(x.exp_avg_sq, y.exp_avg_sq, at + "exp_avg_sq (loaded vs saved)"), b);
+      check(compare_exact(x.master, y.master, at + "master (loaded vs saved)"), b);
+      check(compare_exact(loaded.optimizer_piece(g, i), saved.optimizer_piece(g, i),
+                          at + "stepped tensor (loaded vs saved)"),
+            b);
+      if (x.step != y.step) {
+        check(at + "step " + std::to_string(x.step) + " loaded, " + std::to_string(y.step) +
+                  " saved",
+              b);
+      }
+    }
+  }
+  check_hyper_after_load(saved, loaded, plan.rank, b);
+}
+
+}  // namespace
+
 void run_save_load_continue(const model::CaseSpec& spec, const gen::Schedule& schedule,
                             size_t split, const sut::Behaviour& behaviour) {
   RC_PRE(spec.cpu_offload && split >= 1 && split < schedule.steps.size());
@@ -302,6 +362,7 @@ void run_save_load_continue(const model::CaseSpec& spec, const gen::Schedule& sc
                                                        const model::RankPlan& plan) {
     for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
     z.load(a.save());
+    check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
     continue_both(a, z, spec, schedule, split, plan,
                   [&](size_t g, size_t i, const std::string& at) {
                     check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
@@ -324,6 +385,7 @@ void run_load_placement(const model::CaseSpec& spec, const gen::Schedule& schedu
     const model::OffloadPlan& want = ref.offload_plan();
     for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
     z.load(a.save(), map_to_host);
+    check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
     // Every tensor the sub-optimizer of a piece reads lives where that sub-optimizer runs: the
     // host for an offloaded piece, the accelerator for the others.
     for (size_t g = 0; g < plan.groups.size(); ++g) {
@@ -378,27 +440,7 @@ void run_dist_ckpt_resume(const model::CaseSpec& spec, const gen::Schedule& sche
       loaded = "loading the distributed checkpoint raised: " + e.msg();
     }
     check(loaded, behaviour);
-    // Each group's hyper-parameters right after the load, before a step rewrites lr and weight
-    // decay: a group matched to the wrong saved group shows only here (MEG-06).
-    const std::vector<model::AdamWHyper> want = a.group_hyper_parameters(),
-                                         got = z.group_hyper_parameters();
-    if (got.size() != want.size()) {
-      check("rank " + std::to_string(plan.rank) + ": " + std::to_string(got.size()) +
-                " groups after the load, " + std::to_string(want.size()) + " saved",
-            behaviour);
-    }
-    for (size_t g = 0; g < want.size() && g < got.size(); ++g) {
-      const model::AdamWHyper &x = got[g], &y = want[g];
-      if (x != y) {
-        std::ostringstream os;
-        os.precision(9);
-        os << "rank " << plan.rank << " group " << g << " after the load: lr " << x.lr << " wd "
-           << x.weight_decay << " beta1 " << x.beta1 << " beta2 " << x.beta2 << " eps " << x.eps
-           << "; saved lr " << y.lr << " wd " << y.weight_decay << " beta1 " << y.beta1
-           << " beta2 " << y.beta2 << " eps " << y.eps;
-        check(os.str(), behaviour);
-      }
-    }
+    check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
     continue_both(
         a, z, spec, schedule, split, plan, [&](size_t g, size_t i, const std::string& at) {
           check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
@@ -424,7 +466,14 @@ namespace {
 // Every element of a param's optimizer state, gathered from the pieces of all DP ranks.
 struct FullState {
   std::vector<float> exp_avg, exp_avg_sq, master;
+  std::set<int64_t> steps;  // the step count every piece of the param reports
 };
+
+std::string steps_text(const std::set<int64_t>& steps) {
+  std::string out;
+  for (int64_t s : steps) out += (out.empty() ? "{" : ", ") + std::to_string(s);
+  return out + "}";
+}
 
 // The optimizer state of every param of `instance`, read from `group` (all DP ranks of `c`).
 std::map<int, FullState> full_state(const model::CaseSpec& c, model::Instance instance,
@@ -445,6 +494,7 @@ std::map<int, FullState> full_state(const model::CaseSpec& c, model::Instance in
         }
         const sim::ObservedState st = group[r]->state(g, i);
         const std::vector<float> master = group[r]->optimizer_piece(g, i);
+        f.steps.insert(st.step);
         for (int64_t k = 0; k < e.param_range.size(); ++k) {
           const size_t at = static_cast<size_t>(e.param_range.start + k);
           f.exp_avg[at] = st.exp_avg.at(static_cast<size_t>(k));
@@ -538,6 +588,11 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedu
       check(compare_exact(x.exp_avg_sq, w.exp_avg_sq, at + ": exp_avg_sq (loaded vs saved)"),
             behaviour);
       check(compare_exact(x.master, w.master, at + ": fp32 master (loaded vs saved)"), behaviour);
+      if (x.steps != w.steps) {
+        check(at + ": step counts " + steps_text(x.steps) + " loaded, " + steps_text(w.steps) +
+                  " saved",
+              behaviour);
+      }
     }
   }
 }
