@@ -16,6 +16,7 @@
 #include "properties/model_laws.h"
 #include "properties/numeric_props.h"
 #include "properties/real_code_props.h"
+#include "properties/shape_props.h"
 #include "properties/support.h"
 
 namespace sc::props {
@@ -90,8 +91,23 @@ constexpr const char* kNeedsStreams =
     "needs the stream and events of every copy and kernel; the worker's device layer runs them "
     "in program order and records none";
 
+constexpr const char* kOwnKernel =
+    "checks a kernel of the port or of our offload engines on its own, which is not Megatron "
+    "code";
+
 Property port_only(Property p, std::string why) {
   p.not_on_real_code = std::move(why);
+  return p;
+}
+
+// A property whose inputs do not fit a CaseInputs: drawn and checked in `body`.
+Property drawn_in_body(std::string name, std::string claim, std::vector<std::string> killers,
+                       void (*body)(const sut::Behaviour&)) {
+  Property p;
+  p.name = std::move(name);
+  p.claim = std::move(claim);
+  p.killers = std::move(killers);
+  p.body = body;
   return p;
 }
 
@@ -283,7 +299,9 @@ std::vector<Property> hybrid_optimizer_properties() {
                    run_hdo_against_plain(in.c, in.schedule, b);
                  }),
       replayable("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
-                 "save, load into a fresh optimizer, continue: bit-identical to no interruption",
+                 "save, load into a fresh optimizer: right after the load its whole state (moments, "
+                 "masters, stepped tensors, step counts, hyper-parameters) equals the saved one; "
+                 "continue: bit-identical to no interruption",
                  {"patched-F2", "patched-F10", "HDO-05"},
                  [] { return split_schedule(/*force_offload=*/true); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {
@@ -293,8 +311,8 @@ std::vector<Property> hybrid_optimizer_properties() {
                  "save, then load into a fresh optimizer a state dict read with "
                  "`map_location=\"cpu\"` or where it was saved: every tensor of `hdo.state` and "
                  "every stepped tensor lives on its sub-optimizer's device (the host for a piece "
-                 "the model's offload plan offloads, the accelerator otherwise); then continue: "
-                 "bit-identical to no interruption",
+                 "the model's offload plan offloads, the accelerator otherwise) and the whole "
+                 "state equals the saved one; then continue: bit-identical to no interruption",
                  {"PT-03", "patched-F2"}, mapped_load_case,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_load_placement(in.c, in.schedule, in.split, in.map_location == "cpu", b);
@@ -302,13 +320,25 @@ std::vector<Property> hybrid_optimizer_properties() {
   };
 }
 
+std::vector<Property> whole_param_properties() {
+  return {port_only(
+      drawn_in_body("HybridOptimizerDirect.WholeParamsOfEveryShapeMatchTheReference",
+                    "the hybrid optimizer on whole parameters of every shape, as a library "
+                    "user builds it (no distributed optimizer): the offload split equals the "
+                    "model's plan and after every step every parameter equals the model's "
+                    "AdamW in its sub-optimizer's order, bit for bit",
+                    {"PIPE-first-dim", "SHAPE-fused-first-dim"}, run_hdo_whole_params_property),
+      "the Megatron worker drives the hybrid optimizer through the distributed optimizer only")};
+}
+
 std::vector<Property> checkpoint_properties() {
   return {
       port_only(replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
                  "Megatron's distributed-checkpoint load (`sharded_state_dict(is_loading=True)`, "
                  "in-place fill, `load_state_dict` with a `fully_sharded_model_space` param "
-                 "state) into a fresh rank: each group's hyper-parameters equal the saved ones "
-                 "right after the load; then continue: model pieces, masters, moments and step "
+                 "state) into a fresh rank: right after the load the whole optimizer state "
+                 "(moments, masters, step counts, each group's hyper-parameters) equals the "
+                 "saved one; then continue: model pieces, masters, moments and step "
                  "bit-identical to no interruption, for torch AdamW, precision-aware FusedAdam "
                  "and the hybrid optimizer",
                  {"patched-F5", "PT-04", "MEG-06", "MEG-07"},
@@ -322,7 +352,7 @@ std::vector<Property> checkpoint_properties() {
                  "rank 0, bucket-end padding stripped; the latter cut into model-space tensors), "
                  "and a fresh group (other initial values; for `fully_reshardable` often another "
                  "DP size) loads it: every element of every parameter's `exp_avg`, `exp_avg_sq` "
-                 "and fp32 master comes back bit for bit",
+                 "and fp32 master comes back bit for bit, and every piece's step count",
                  {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"}, gathered_case,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
@@ -338,17 +368,26 @@ std::vector<Property> checkpoint_properties() {
 }
 
 std::vector<Property> kernel_and_stream_properties() {
-  Property fused;
-  fused.name = "FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded";
-  fused.claim =
-      "FusedAdam over lists with empty tensors (last too) and more than one launch equals the "
-      "reference";
-  fused.killers = {"PT-01", "FID-bc-double-beta"};
-  fused.not_on_real_code =
-      "checks the port's kernel of Transformer Engine's FusedAdam, which is not Megatron code";
-  fused.body = [](const sut::Behaviour& b) { run_fused_adam_property(b); };
   return {
-      fused,
+      port_only(drawn_in_body("FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded",
+                              "FusedAdam over lists with empty tensors (last too) and more than "
+                              "one launch equals the reference",
+                              {"PT-01", "FID-bc-double-beta"}, run_fused_adam_property),
+                kOwnKernel),
+      port_only(drawn_in_body("TensorShapes.FusedAdamStepsEveryShapeElementByElement",
+                              "FusedAdam on multi-dimensional, zero-size and boundary-sized "
+                              "tensors (4-wide loads, 65536-element chunks) equals the "
+                              "reference element by element; a strided parameter or grad raises "
+                              "multi-tensor apply's \"A tensor was not contiguous.\" and "
+                              "changes nothing",
+                              {"SHAPE-fused-first-dim"}, run_fused_adam_shapes_property),
+                kOwnKernel),
+      port_only(drawn_in_body("TensorShapes.FusedHostAdamWEqualsLibTorchOnEveryShape",
+                              "the fused host AdamW on multi-dimensional, zero-size, strided "
+                              "and boundary-sized tensors (vector widths, parallel grain) "
+                              "equals LibTorch's AdamW bit for bit: parameters and both moments",
+                              {"ENG-strided-fast-path"}, run_fused_host_adamw_shapes_property),
+                kOwnKernel),
       // The stream properties last: they cost the most per case.
       port_only(replayable("StreamSimulation.NoRaceBetweenStreams",
                  "in the stream simulation, no two operations of the step flow touch one region "
@@ -406,7 +445,7 @@ const std::vector<Property>& all_properties() {
   static const std::vector<Property> kAll = [] {
     std::vector<Property> out;
     for (auto part : {model_laws, shard_builder_properties, hybrid_optimizer_properties,
-                      checkpoint_properties, kernel_and_stream_properties,
+                      whole_param_properties, checkpoint_properties, kernel_and_stream_properties,
                       real_code_properties}) {
       for (Property& p : part()) out.push_back(std::move(p));
     }

@@ -32,6 +32,11 @@ void adamw_step_span(float* __restrict param, const float* __restrict grad,
                      float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t count,
                      const AdamWScalars& scalars, bool fused_multiply_add);
 
+// Elements per task where a step's elements are split over LibTorch's intra-op threads: large
+// enough that a task costs far more than scheduling it, small enough that two threads share a
+// 100k-element tensor.
+inline constexpr int64_t kAdamWParallelGrain = int64_t{1} << 15;
+
 // The instruction set the kernel dispatches to on this CPU: "avx512", "avx2" or "baseline".
 const char* adamw_kernel_isa();
 

@@ -16,9 +16,11 @@ std::string state_key(const torch::Tensor& p) {
   return c10::guts::to_string(p.unsafeGetTensorImpl());
 }
 
-bool plain_fp32(const torch::Tensor& t, int64_t numel) {
+// `strided_ok`: the ENG-strided-fast-path mutant, which forgets the contiguity test.
+bool plain_fp32(const torch::Tensor& t, int64_t numel, bool strided_ok = false) {
   return t.defined() && t.device().is_cpu() && t.layout() == torch::kStrided &&
-         t.scalar_type() == torch::kFloat && t.is_contiguous() && t.numel() == numel;
+         t.scalar_type() == torch::kFloat && (strided_ok || t.is_contiguous()) &&
+         t.numel() == numel;
 }
 
 // One parameter's share of a step.
@@ -30,10 +32,6 @@ struct Work {
   int64_t n;
   AdamWScalars s;
 };
-
-// Elements per task of the parallel pass: large enough that a task costs far more than
-// scheduling it, small enough that two threads share a 100k-element tensor.
-constexpr int64_t kGrain = 1 << 15;
 
 std::atomic<int64_t> g_fused_steps{0};
 
@@ -75,8 +73,9 @@ std::optional<bool> torch_adamw_fuses_multiply_adds() {
 }
 
 FusedHostAdamW::FusedHostAdamW(std::vector<torch::optim::OptimizerParamGroup> param_groups,
-                               torch::optim::AdamWOptions defaults)
-    : torch::optim::AdamW(std::move(param_groups), std::move(defaults)) {}
+                               torch::optim::AdamWOptions defaults, bool strided_fast_path)
+    : torch::optim::AdamW(std::move(param_groups), std::move(defaults)),
+      strided_fast_path_(strided_fast_path) {}
 
 FusedHostAdamW::FusedHostAdamW(std::vector<torch::Tensor> params,
                                torch::optim::AdamWOptions defaults)
@@ -91,7 +90,7 @@ bool FusedHostAdamW::fast_path_applies() const {
     for (const auto& p : group.params()) {
       const torch::Tensor& g = p.grad();
       if (!g.defined()) continue;
-      if (!plain_fp32(g, p.numel())) return false;
+      if (!plain_fp32(g, p.numel(), strided_fast_path_)) return false;
       // A grad sharing memory with its parameter would be read after it is written.
       if (p.numel() > 0 && p.data_ptr() == g.data_ptr()) return false;
     }
@@ -106,11 +105,12 @@ bool FusedHostAdamW::external_step_applies(
     if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
     for (const auto& p : group.params()) {
       if (!has_grad(p)) continue;
-      if (!plain_fp32(p, p.numel())) return false;
+      if (!plain_fp32(p, p.numel(), strided_fast_path_)) return false;
       auto it = state_.find(state_key(p));
       if (it == state_.end()) continue;
       const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      if (!plain_fp32(st.exp_avg(), p.numel()) || !plain_fp32(st.exp_avg_sq(), p.numel())) {
+      if (!plain_fp32(st.exp_avg(), p.numel(), strided_fast_path_) ||
+          !plain_fp32(st.exp_avg_sq(), p.numel(), strided_fast_path_)) {
         return false;
       }
     }
@@ -160,7 +160,7 @@ void FusedHostAdamW::step_span(const Span& span, const float* grad, int64_t lo, 
   float* p = span.param.data_ptr<float>();
   float* m = span.exp_avg.data_ptr<float>();
   float* v = span.exp_avg_sq.data_ptr<float>();
-  at::parallel_for(lo, hi, kGrain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(lo, hi, kAdamWParallelGrain, [&](int64_t begin, int64_t end) {
     adamw_step_span(p + begin, grad + (begin - lo), m + begin, v + begin, end - begin, span.scalars,
                     fused);
   });
@@ -196,7 +196,7 @@ torch::Tensor FusedHostAdamW::step(LossClosure closure) {
     ends.push_back(total);
   }
   const bool fused = *fma;
-  at::parallel_for(0, total, kGrain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, total, kAdamWParallelGrain, [&](int64_t begin, int64_t end) {
     // The first item that holds element `begin`, then item by item to `end`.
     size_t k = std::upper_bound(ends.begin(), ends.end(), begin) - ends.begin();
     int64_t at = begin;

@@ -20,8 +20,10 @@ namespace sc::engines {
 
 class FusedHostAdamW : public torch::optim::AdamW {
  public:
+  // `strided_fast_path`: the ENG-strided-fast-path mutant (the fast path also takes strided
+  // views, reading them as if contiguous); false everywhere but in the suite's mutants.
   explicit FusedHostAdamW(std::vector<torch::optim::OptimizerParamGroup> param_groups,
-                          torch::optim::AdamWOptions defaults = {});
+                          torch::optim::AdamWOptions defaults = {}, bool strided_fast_path = false);
   explicit FusedHostAdamW(std::vector<torch::Tensor> params,
                           torch::optim::AdamWOptions defaults = {});
   torch::Tensor step(LossClosure closure = nullptr) override;
@@ -52,6 +54,7 @@ class FusedHostAdamW : public torch::optim::AdamW {
  private:
   bool fast_path_applies() const;
   bool last_step_fused_ = false;
+  bool strided_fast_path_ = false;
 };
 
 // Whether LibTorch's CPU AdamW fuses its two multiply-adds on this machine: found once by

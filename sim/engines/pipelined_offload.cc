@@ -152,7 +152,10 @@ void PipelinedOffload::host_step(sut::HybridDeviceOptimizer& hdo) {
   const std::vector<Tensors> tensors = flat_views(hdo, spans);
   std::vector<Piece> pieces;
   for (const Tensors& t : tensors) {
-    const int64_t numel = t.master.numel();
+    // PIPE-first-dim: the first dimension's length taken for the element count.
+    const int64_t numel = hdo.behaviour().mutant_pipe_first_dim_only && t.gpu_original.dim() > 0
+                              ? t.gpu_original.size(0)
+                              : t.master.numel();
     for (int64_t lo = 0; lo < numel; lo += chunk_) {
       pieces.push_back({&t, lo, std::min(numel, lo + chunk_)});
     }

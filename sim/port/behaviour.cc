@@ -193,12 +193,19 @@ const std::vector<Behaviour>& all_mutants() {
     add("DS-07", &Behaviour::mutant_ds07_dp_zero_padded_offsets);
     add("MEG-06", &Behaviour::mutant_meg06_drop_lr_mult);
     add("MEG-07", &Behaviour::mutant_meg07_non_tensor_state);
+    add("SHAPE-fused-first-dim", &Behaviour::mutant_fused_first_dim_only);
     // Mutants of the pipelined offload, on its variant.
     Behaviour pipelined = *composed("patched+pipelined");
     pipelined.is_mutant = true;
     out.push_back(with_flag(pipelined, "PIPE-no-staging-wait",
                             &Behaviour::mutant_pipe_no_staging_wait));
     out.push_back(with_flag(pipelined, "PIPE-no-chunk-wait", &Behaviour::mutant_pipe_no_chunk_wait));
+    out.push_back(with_flag(pipelined, "PIPE-first-dim", &Behaviour::mutant_pipe_first_dim_only));
+    // A mutant of the fused host AdamW, on its variant.
+    Behaviour fused_host = *composed("patched+fused-host-adamw");
+    fused_host.is_mutant = true;
+    out.push_back(with_flag(fused_host, "ENG-strided-fast-path",
+                            &Behaviour::mutant_eng_strided_fast_path));
     return out;
   }();
   return kAll;

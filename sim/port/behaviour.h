@@ -161,6 +161,16 @@ struct Behaviour {
   // `_set_main_param_and_optimizer_states` take every entry of a param's optimizer state, the
   // non-tensor ones (e.g. `found_inf: bool`) too, and apply tensor operations to them.
   bool mutant_meg07_non_tensor_state = false;
+  // Mutant SHAPE-fused-first-dim: FusedAdam's kernel counts a tensor's elements as its first
+  // dimension (`size(0)` for `numel()`), so only the first row of a multi-dimensional parameter
+  // is stepped; the distributed optimizer's flat shards never show it.
+  bool mutant_fused_first_dim_only = false;
+  // Mutant ENG-strided-fast-path: the fused host AdamW takes its one-pass path for strided views
+  // too, reading `numel()` elements from the view's first element in memory order.
+  bool mutant_eng_strided_fast_path = false;
+  // Mutant PIPE-first-dim: the pipelined offload cuts each tensor into chunks over its first
+  // dimension's length instead of its element count.
+  bool mutant_pipe_first_dim_only = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

@@ -157,6 +157,17 @@ void split_remainder_master(const torch::Tensor& master, torch::Tensor& param_bf
   rem.copy_(to_int16(lo));
 }
 
+namespace {
+
+// Multi-tensor apply's test of every tensor it is handed: contiguous in the default, the
+// channels-last or the 3-D channels-last memory format.
+bool dense_in_memory(const torch::Tensor& t) {
+  return t.is_contiguous() || t.is_contiguous(torch::MemoryFormat::ChannelsLast) ||
+         t.is_contiguous(torch::MemoryFormat::ChannelsLast3d);
+}
+
+}  // namespace
+
 torch::Tensor FusedAdam::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
@@ -187,8 +198,10 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
       torch::Tensor grad = flags_.use_decoupled_grad && attrs_ ? attrs_->decoupled_grad(p)
                                                                 : p.grad();
       if (!grad.defined()) continue;
-      TORCH_CHECK(p.is_contiguous(), "FusedAdam: parameters must be contiguous");
-      Work w{torch::Tensor(), grad.to(torch::kFloat).contiguous(), s, nullptr};
+      // Multi-tensor apply refuses strided tensors, parameters and grads alike, and takes
+      // channels-last ones as they lie in memory.
+      TORCH_CHECK(dense_in_memory(p) && dense_in_memory(grad), "A tensor was not contiguous.");
+      Work w{torch::Tensor(), grad.to(torch::kFloat), s, nullptr};
       const torch::ScalarType dt = p.scalar_type();
       if (dt == torch::kHalf || dt == torch::kBFloat16) {
         has_fp16 = has_fp16 || dt == torch::kHalf;
@@ -224,13 +237,17 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     // empty tensor contributes no chunk, and PT-01 skipped the final launch when the group's last
     // parameter was empty.
     const bool last_empty = group.params().back().numel() == 0;
+    // SHAPE-fused-first-dim: the first dimension's length taken for the element count.
+    auto elements = [&](const torch::Tensor& t) {
+      return behaviour_.mutant_fused_first_dim_only && t.dim() > 0 ? t.size(0) : t.numel();
+    };
     auto run = [&](std::vector<Work>& works) {
       std::vector<Work*> cpu_batch;
       auto flush = [&] {
         for (Work* t : cpu_batch) {
           fused_adam_cpu(t->target.data_ptr<float>(), t->grad.data_ptr<float>(),
                          t->state->exp_avg().data_ptr<float>(),
-                         t->state->exp_avg_sq().data_ptr<float>(), t->target.numel(),
+                         t->state->exp_avg_sq().data_ptr<float>(), elements(t->target),
                          static_cast<float>(o.lr()), static_cast<float>(o.beta1()),
                          static_cast<float>(o.beta2()), static_cast<float>(o.eps()),
                          static_cast<float>(o.weight_decay()), bc1, bc2,
@@ -255,7 +272,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
           tensors.push_back(cuda::AdamTensor{
               w->target.data_ptr<float>(), w->grad.data_ptr<float>(),
               w->state->exp_avg().data_ptr<float>(), w->state->exp_avg_sq().data_ptr<float>(),
-              w->target.numel()});
+              elements(w->target)});
         }
         const cuda::AdamArgs args{static_cast<float>(o.lr()),  static_cast<float>(o.beta1()),
                                   static_cast<float>(o.beta2()), static_cast<float>(o.eps()),
