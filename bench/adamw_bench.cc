@@ -1,7 +1,10 @@
 // CPU AdamW steps: LibTorch's torch::optim::AdamW (the port's host optimizer) against the fused
 // host AdamW of the hdo-fused-host-adamw variant (engines::FusedHostAdamW), over one large tensor
-// and over a realistic shard of many mixed-size tensors. Bytes: 28 per parameter (fp32 AdamW).
+// and over a realistic shard of many mixed-size tensors. Bytes: 28 per parameter (fp32 AdamW),
+// as fractions of the host triad and of the AdamW-traffic limit.
 #include <ATen/Parallel.h>
+
+#include <chrono>
 
 #include "bench_support.h"
 #include "sim/engines/adamw_kernel.h"
@@ -39,13 +42,16 @@ void BM_CpuAdamW(benchmark::State& state) {
     opt = std::make_unique<sc::engines::FusedHostAdamW>(params, options);
   }
   opt->step();  // state created outside the timed loop
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) opt->step();
+  const double seconds = sc::bench::seconds_since(t0);
   if (kKind == 1 && !static_cast<sc::engines::FusedHostAdamW&>(*opt).last_step_was_fused()) {
     state.SkipWithError("the fused AdamW fell back to LibTorch's step");
   }
   state.SetItemsProcessed(state.iterations() * total);
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kAdamWBytesPerParam * total));
-  sc::bench::set_fraction_of_triad(state, kAdamWBytesPerParam * total);
+  sc::bench::set_limit_fractions(state, kAdamWBytesPerParam * total,
+                                 seconds / static_cast<double>(state.iterations()));
   state.counters["tensors"] = static_cast<double>(sizes.size());
   state.counters["threads"] = at::get_num_threads();
   if (kKind == 1) state.SetLabel(std::string("isa=") + sc::engines::adamw_kernel_isa());

@@ -40,7 +40,13 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext(
       "accelerator", cuda ? "cuda" : "none: the HDO's accelerator side runs on CPU tensors");
   benchmark::AddCustomContext(
-      "bytes_model", "fp32 AdamW 28 B/param (16 read + 12 written); triad 12 B/element (STREAM)");
+      "bytes_model",
+      "fp32 AdamW 28 B/param (16 read + 12 written); triad 12 B/element (STREAM); AdamW-traffic "
+      "limit 28 B/element");
+  // What else the machine was doing as the run began: a run on a loaded machine is unfit to
+  // quote (scripts/bench-plots says so), whatever its figures.
+  benchmark::AddCustomContext("load_average_1m_at_start",
+                              std::to_string(sc::bench::load_average_1m()));
   sc::bench::register_property_benchmarks();
   // Google Benchmark reads only `--name=value`; the project's convention takes `--name value`.
   std::vector<std::string> args = sc::sim::joined_value_flags(

@@ -2,12 +2,15 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <new>
 
+#include "sim/engines/adamw_kernel.h"
 #include "sim/input/scenario.h"
 
 namespace sc::bench {
@@ -15,55 +18,109 @@ namespace sc::bench {
 namespace {
 
 std::atomic<double> g_triad{0.0};
+std::atomic<double> g_adamw_traffic{0.0};
 
 struct Arrays {
   float* p;
-  explicit Arrays(int64_t n) : p(static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)))) {}
+  Arrays(int64_t n, float value)
+      : p(static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)))) {
+    std::fill(p, p + n, value);
+  }
   ~Arrays() { std::free(p); }
 };
 
-}  // namespace
-
-namespace {
 // The triad's element loop, compiled for the widest vector unit the CPU has (as the fused AdamW
 // kernel is), so that the limit is not understated by a narrow loop.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void triad_span(
     float* __restrict a, const float* __restrict b, const float* __restrict c, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
 }
+
+// AdamW's streams with next to no arithmetic: param, grad and both moments read, param and both
+// moments written in place, as the fused AdamW kernel moves them.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_traffic_span(
+    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+    int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = m[i] + gi;
+    const float vi = v[i] + gi;
+    p[i] = p[i] - mi;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
 }  // namespace
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 double run_triad_once(float* a, const float* b, const float* c, int64_t n, float s) {
   const auto t0 = std::chrono::steady_clock::now();
   at::parallel_for(0, n, int64_t{1} << 16,
                    [&](int64_t lo, int64_t hi) { triad_span(a + lo, b + lo, c + lo, hi - lo, s); });
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return seconds_since(t0);
+}
+
+double run_adamw_traffic_once(float* p, const float* g, float* m, float* v, int64_t n) {
+  const auto t0 = std::chrono::steady_clock::now();
+  at::parallel_for(0, n, engines::kAdamWParallelGrain, [&](int64_t lo, int64_t hi) {
+    adamw_traffic_span(p + lo, g + lo, m + lo, v + lo, hi - lo);
+  });
+  return seconds_since(t0);
 }
 
 void record_triad(double bytes_per_second) { g_triad.store(bytes_per_second); }
+void record_adamw_traffic(double bytes_per_second) { g_adamw_traffic.store(bytes_per_second); }
 
 double host_triad_bytes_per_second() {
   if (g_triad.load() > 0) return g_triad.load();
   const int64_t n = kStreamElements;
-  Arrays a(n), b(n), c(n);
-  for (int64_t i = 0; i < n; ++i) {
-    a.p[i] = 0.0f;
-    b.p[i] = 1.0f;
-    c.p[i] = 2.0f;
-  }
+  Arrays a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
   double best = 1e30;
   for (int r = 0; r < 5; ++r) best = std::min(best, run_triad_once(a.p, b.p, c.p, n, 3.0f));
-  g_triad.store(kTriadBytesPerElement * static_cast<double>(n) / best);
+  record_triad(kTriadBytesPerElement * static_cast<double>(n) / best);
   return g_triad.load();
 }
 
-void set_fraction_of_triad(benchmark::State& state, double bytes_per_iteration) {
+double host_adamw_traffic_bytes_per_second() {
+  if (g_adamw_traffic.load() > 0) return g_adamw_traffic.load();
+  const int64_t n = kStreamElements;
+  Arrays p(n, 1.0f), g(n, 1e-6f), m(n, 0.0f), v(n, 0.0f);
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) best = std::min(best, run_adamw_traffic_once(p.p, g.p, m.p, v.p, n));
+  record_adamw_traffic(kAdamWTrafficBytesPerElement * static_cast<double>(n) / best);
+  return g_adamw_traffic.load();
+}
+
+void set_limit_fractions(benchmark::State& state, double bytes_per_iteration,
+                         double seconds_per_iteration) {
   const double triad = host_triad_bytes_per_second();
+  const double traffic = host_adamw_traffic_bytes_per_second();
+  const double rate = bytes_per_iteration / seconds_per_iteration;
   state.counters["triad_GBps"] = triad / 1e9;
-  // Bytes per second over the triad's: a rate counter divided by a constant.
-  state.counters["frac_of_triad"] =
-      benchmark::Counter(bytes_per_iteration * static_cast<double>(state.iterations()) / triad,
-                         benchmark::Counter::kIsRate);
+  state.counters["adamw_limit_GBps"] = traffic / 1e9;
+  state.counters["frac_of_triad"] = rate / triad;
+  state.counters["frac_of_adamw_limit"] = rate / traffic;
+  state.counters["loadavg_1m"] = load_average_1m();
+}
+
+double load_average_1m() {
+  std::ifstream in("/proc/loadavg");
+  double one = -1;
+  return in >> one ? one : -1;
+}
+
+void set_limit_counters(benchmark::State& state, std::vector<double> seconds,
+                        double bytes_per_iteration) {
+  std::sort(seconds.begin(), seconds.end());
+  const double best = seconds.front(), median = seconds[seconds.size() / 2];
+  state.counters["best_GBps"] = bytes_per_iteration / best / 1e9;
+  state.counters["spread"] = median / best;
+  state.counters["loadavg_1m"] = load_average_1m();
+  state.counters["threads"] = at::get_num_threads();
 }
 
 std::vector<int64_t> realistic_shard_sizes(int64_t total) {
