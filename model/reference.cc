@@ -1,5 +1,7 @@
 #include "model/reference.h"
 
+#include <cmath>
+
 #include "model/rounding.h"
 
 namespace sc::model {
@@ -56,7 +58,31 @@ RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
   }
 }
 
+bool grads_non_finite(const CaseSpec& spec, Instance instance, const StepInputs& in) {
+  for (size_t p = 0; p < spec.params.size(); ++p) {
+    if (spec.params[p].is_expert != (instance == Instance::kExpert)) continue;
+    const DType grad_dtype = spec.grad_reduce_in_fp32 ? DType::kFloat32 : spec.params[p].dtype;
+    for (float x : in.grads.at(p)) {
+      if (!std::isfinite(round_to(grad_dtype, x))) return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// The unscaled main grad: the fp32 `.grad` multiplied in fp32, or, precision-aware, the
+// `decoupled_grad` in the grad buffer's dtype, rounded back to it; unchanged at scale 1.
+float unscaled(float grad, float inv_scale, bool precision_aware, DType grad_dtype) {
+  if (inv_scale == 1.0f) return grad;
+  const float x = grad * inv_scale;
+  return precision_aware ? round_to(grad_dtype, x) : x;
+}
+
+}  // namespace
+
 void RankReference::step(const StepInputs& in) {
+  if (in.skip) return;  // found inf: no sub-optimizer steps, no count advances
   ++steps_;
   for (size_t g = 0; g < plan_->groups.size(); ++g) {
     const AdamWHyper& h = in.group_hyper.at(plan_->groups[g].group);
@@ -67,7 +93,9 @@ void RankReference::step(const StepInputs& in) {
       const auto& full = in.grads.at(e.param);
       std::vector<float> grad(full.begin() + e.param_range.start,
                               full.begin() + e.param_range.end);
-      for (float& x : grad) x = round_to(grad_dtype, x);
+      for (float& x : grad) {
+        x = unscaled(round_to(grad_dtype, x), in.inv_scale, case_->precision_aware, grad_dtype);
+      }
       std::vector<float>& master = master_[g][i];
       if (path_[g][i] == UpdatePath::kTorchCpu) {
         adamw_step_torch(master, grad, state_[g][i], h, fma_);

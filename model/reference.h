@@ -30,7 +30,15 @@ namespace sc::model {
 struct StepInputs {
   std::vector<std::vector<float>> grads;
   std::vector<AdamWHyper> group_hyper;
+  // With a loss scaler (model/grad_scaler.h): the scale's reciprocal the main grads are
+  // multiplied by before the step, and whether the step is skipped (inf or NaN in a grad).
+  float inv_scale = 1.0f;
+  bool skip = false;
 };
+
+// Whether a grad of `instance`'s parameters holds inf or NaN once rounded to its grad buffer's
+// dtype: what the found-inf check, MAX-reduced over the DP group, finds.
+bool grads_non_finite(const CaseSpec& spec, Instance instance, const StepInputs& in);
 
 // Which implementation steps a piece.
 enum class UpdatePath { kTorchCpu, kFusedAccelerator };

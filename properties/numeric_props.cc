@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <memory>
@@ -224,6 +225,91 @@ void run_numeric_property(const model::CaseSpec& spec, const gen::Schedule& sche
       }
     }
   });
+}
+
+namespace {
+
+// Step `k`'s grads for a rank with a loss scaler: the schedule's, times `scale`, with `injected`.
+model::StepInputs scaled_inputs(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                                size_t k, float scale,
+                                const std::vector<NonFiniteGrad>& injected) {
+  model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
+  for (auto& g : in.grads) {
+    for (float& x : g) x *= scale;
+  }
+  const float values[] = {std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()};
+  for (const NonFiniteGrad& n : injected) {
+    if (n.step != k || n.param >= in.grads.size() || in.grads[n.param].empty()) continue;
+    in.grads[n.param][n.element % in.grads[n.param].size()] = values[n.kind % 3];
+  }
+  return in;
+}
+
+// The port's loss scaler against the model's, after step `k` (1-based).
+void check_scaler(const sim::RankUnderTest& rig, const model::GradScalerModel& want,
+                  const model::RankPlan& plan, int k, const sut::Behaviour& b) {
+  const auto got = rig.grad_scaler_state();
+  if (got && *got == want.state()) return;
+  std::ostringstream os;
+  os.precision(9);
+  os << "rank " << plan.rank << " after step " << k << ": loss scaler ";
+  if (got) {
+    os << "scale " << got->scale << ", trackers " << got->growth_tracker << "/"
+       << got->hysteresis_tracker;
+  } else {
+    os << "missing";
+  }
+  os << "; model scale " << want.state().scale << ", trackers " << want.state().growth_tracker
+     << "/" << want.state().hysteresis_tracker;
+  check(os.str(), b);
+}
+
+}  // namespace
+
+void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                            const model::GradScalerConfig& scaler,
+                            const std::vector<NonFiniteGrad>& injected,
+                            const sut::Behaviour& behaviour) {
+  const model::FmaMode fma = fma_mode();
+  bool skipped = false, overflowed = false;
+  for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/1000 + r);
+    sim::RankUnderTest& rig = *owned;
+    check(check_constructed(rig.construction()), behaviour);
+    const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
+    model::RankReference ref(spec, plan, rig.initial_values(), fma, device().is_cuda());
+    if (ref.step_error()) return;  // a step that raises is the numerical properties' claim
+    rig.use_grad_scaler(scaler);
+    model::GradScalerModel want(scaler);
+    for (size_t k = 0; k < schedule.steps.size(); ++k) {
+      const model::StepInputs in = scaled_inputs(spec, schedule, k, want.state().scale, injected);
+      model::StepInputs ref_in = in;
+      ref_in.inv_scale = want.inv_scale();
+      ref_in.skip = model::grads_non_finite(spec, inst, in);
+      skipped = skipped || ref_in.skip;
+      overflowed = overflowed || (ref_in.skip && !model::grads_non_finite(
+                                                     spec, inst, scaled_inputs(spec, schedule, k,
+                                                                               1.0f, injected)));
+      rig.step(in);
+      ref.step(ref_in);
+      want.update(ref_in.skip);
+      const int step = static_cast<int>(k + 1);
+      check_scaler(rig, want, plan, step, behaviour);
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kModelParams, behaviour);
+          if (ref.state(g, i).step > 0) {
+            check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kState, behaviour);
+          }
+        }
+      }
+    }
+  });
+  RC_CLASSIFY(skipped, "a step skipped");
+  RC_CLASSIFY(overflowed, "the scale overflowed a 16-bit grad");
+  RC_CLASSIFY(scaler.dynamic, "dynamic scaler");
 }
 
 void run_offload_invariance(const model::CaseSpec& spec, const gen::Schedule& schedule,

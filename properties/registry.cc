@@ -16,6 +16,7 @@
 #include "properties/model_laws.h"
 #include "properties/numeric_props.h"
 #include "properties/real_code_props.h"
+#include "properties/scaler_props.h"
 #include "properties/shape_props.h"
 #include "properties/support.h"
 
@@ -299,8 +300,9 @@ std::vector<Property> hybrid_optimizer_properties() {
                    run_hdo_against_plain(in.c, in.schedule, b);
                  }),
       replayable("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
-                 "save, load into a fresh optimizer: right after the load its whole state (moments, "
-                 "masters, stepped tensors, step counts, hyper-parameters) equals the saved one; "
+                 "save, load into a fresh optimizer: right after the load its whole state "
+                 "(moments, masters, stepped tensors, step counts, hyper-parameters) equals the "
+                 "saved one; "
                  "continue: bit-identical to no interruption",
                  {"patched-F2", "patched-F10", "HDO-05"},
                  [] { return split_schedule(/*force_offload=*/true); },
@@ -329,6 +331,61 @@ std::vector<Property> whole_param_properties() {
                     "AdamW in its sub-optimizer's order, bit for bit",
                     {"PIPE-first-dim", "SHAPE-fused-first-dim"}, run_hdo_whole_params_property),
       "the Megatron worker drives the hybrid optimizer through the distributed optimizer only")};
+}
+
+// The factory's loss scaler for an fp16 run: dynamic from 2^k (growth 2, backoff 0.5, minimum
+// 1, a short window and hysteresis so that growth and backoff both happen), or `--loss-scale`.
+rc::Gen<model::GradScalerConfig> factory_scaler() {
+  return rc::gen::exec([] {
+    model::GradScalerConfig c;
+    c.dynamic = *gen::weighted_choice<bool>({{3, true}, {1, false}});
+    c.initial_scale = static_cast<float>(int64_t{1} << *rc::gen::inRange(0, 19));
+    c.growth_interval = *rc::gen::inRange<int64_t>(1, 4);
+    c.hysteresis = *rc::gen::inRange<int64_t>(1, 4);
+    return c;
+  });
+}
+
+void found_inf_body(const sut::Behaviour& b) {
+  const model::CaseSpec c = *gen::case_spec();
+  const gen::Schedule s = *gen::schedule(c, kMaxSteps);
+  const model::GradScalerConfig scaler = *rc::gen::resize(rc::kNominalSize, factory_scaler());
+  const auto injected = *rc::gen::resize(
+      rc::kNominalSize,
+      rc::gen::container<std::vector<NonFiniteGrad>>(
+          *rc::gen::inRange<size_t>(0, 3), rc::gen::exec([&] {
+            NonFiniteGrad n;
+            n.step = *rc::gen::inRange<size_t>(0, s.steps.size());
+            n.param = *rc::gen::inRange<size_t>(0, c.params.size());
+            n.element = *rc::gen::inRange<size_t>(0, 1 << 16);
+            n.kind = *rc::gen::inRange(0, 3);
+            return n;
+          })));
+  run_found_inf_property(c, s, scaler, injected, b);
+}
+
+std::vector<Property> step_flow_properties() {
+  return {port_only(
+      drawn_in_body("StepFlow.NonFiniteGradsSkipTheStepAndTheScalerFollowsTheModel",
+                    "with Megatron's loss scaler (dynamic or constant) the scaled grads are "
+                    "unscaled and checked for inf/NaN over the DP group: a step with one "
+                    "anywhere in the instance (injected, or an fp16 grad the scale overflows) "
+                    "changes no parameter, master, moment or step count on any rank, host or "
+                    "accelerator; every other step equals the reference bit for bit; the "
+                    "scaler's scale and trackers equal the model's after every step",
+                    {"MP-found-inf-not-reduced", "MP-step-despite-inf"}, found_inf_body),
+      "the Megatron worker does not build Megatron's grad scalers yet"),
+          port_only(
+      drawn_in_body("GradScalerDiff.UpdatesAndReloadsMatchTheModel",
+                    "Megatron's constant and dynamic loss scalers over drawn arguments and "
+                    "sequences of steps with finite or non-finite grads and state-dict round "
+                    "trips: the port refuses exactly the arguments the model calls invalid, and "
+                    "after every command the scale, `inv_scale` (bit for bit) and both trackers "
+                    "equal the model's",
+                    {"SCALER-hysteresis-every-finite-step", "SCALER-no-min-scale",
+                     "SCALER-growth-tracker-kept"},
+                    run_grad_scaler_property),
+      "the Megatron worker does not build Megatron's grad scalers yet")};
 }
 
 std::vector<Property> checkpoint_properties() {
@@ -445,7 +502,8 @@ const std::vector<Property>& all_properties() {
   static const std::vector<Property> kAll = [] {
     std::vector<Property> out;
     for (auto part : {model_laws, shard_builder_properties, hybrid_optimizer_properties,
-                      whole_param_properties, checkpoint_properties, kernel_and_stream_properties,
+                      whole_param_properties, step_flow_properties, checkpoint_properties,
+                      kernel_and_stream_properties,
                       real_code_properties}) {
       for (Property& p : part()) out.push_back(std::move(p));
     }

@@ -273,9 +273,10 @@ namespace {
 
 // Two param groups over `params` (weight decay on, then off, other betas and eps), split at
 // `split`, as LibTorch's AdamW options.
-std::vector<torch::optim::OptimizerParamGroup> adamw_groups(const std::vector<torch::Tensor>& params,
-                                                            size_t split) {
-  std::vector<torch::optim::OptimizerParamGroup> groups;
+using Groups = std::vector<torch::optim::OptimizerParamGroup>;
+
+Groups adamw_groups(const std::vector<torch::Tensor>& params, size_t split) {
+  Groups groups;
   const std::vector<torch::Tensor> a(params.begin(), params.begin() + static_cast<long>(split));
   const std::vector<torch::Tensor> b(params.begin() + static_cast<long>(split), params.end());
   if (!a.empty()) {

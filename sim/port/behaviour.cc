@@ -194,6 +194,12 @@ const std::vector<Behaviour>& all_mutants() {
     add("MEG-06", &Behaviour::mutant_meg06_drop_lr_mult);
     add("MEG-07", &Behaviour::mutant_meg07_non_tensor_state);
     add("SHAPE-fused-first-dim", &Behaviour::mutant_fused_first_dim_only);
+    add("SCALER-hysteresis-every-finite-step",
+        &Behaviour::mutant_scaler_hysteresis_every_finite_step);
+    add("SCALER-no-min-scale", &Behaviour::mutant_scaler_no_min_scale);
+    add("SCALER-growth-tracker-kept", &Behaviour::mutant_scaler_growth_tracker_kept);
+    add("MP-found-inf-not-reduced", &Behaviour::mutant_found_inf_not_reduced);
+    add("MP-step-despite-inf", &Behaviour::mutant_step_despite_inf);
     // Mutants of the pipelined offload, on its variant.
     Behaviour pipelined = *composed("patched+pipelined");
     pipelined.is_mutant = true;

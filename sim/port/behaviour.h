@@ -171,6 +171,20 @@ struct Behaviour {
   // Mutant PIPE-first-dim: the pipelined offload cuts each tensor into chunks over its first
   // dimension's length instead of its element count.
   bool mutant_pipe_first_dim_only = false;
+  // Scaler mutants (our own, one per rule of the dynamic loss scaler): the hysteresis count
+  // restored after every step with finite grads (DeepSpeed's `consecutive_hysteresis`, not
+  // Megatron's rule);
+  bool mutant_scaler_hysteresis_every_finite_step = false;
+  // the backoff not held at the minimum scale;
+  bool mutant_scaler_no_min_scale = false;
+  // the growth tracker not reset by a step with non-finite grads.
+  bool mutant_scaler_growth_tracker_kept = false;
+  // Mutant MP-found-inf-not-reduced: the found-inf flag is not MAX-reduced over the grad-stats
+  // group, so a rank whose own shards are finite steps while the others skip.
+  bool mutant_found_inf_not_reduced = false;
+  // Mutant MP-step-despite-inf: the step goes on after inf/NaN was found (the scaler still
+  // backs off).
+  bool mutant_step_despite_inf = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

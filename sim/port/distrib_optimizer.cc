@@ -372,15 +372,51 @@ void DistributedOptimizer::zero_grad(bool set_to_none) {
   }
 }
 
-void DistributedOptimizer::step() {
+void DistributedOptimizer::set_grad_scaler(std::unique_ptr<GradScaler> scaler,
+                                           std::function<bool(bool)> reduce_max) {
+  grad_scaler_ = std::move(scaler);
+  found_inf_reduce_max_ = std::move(reduce_max);
+}
+
+bool DistributedOptimizer::unscale_main_grads_and_check_for_nan() {
+  // `_collect_main_grad_data_for_unscaling`: the grad of every param of the inner optimizer's
+  // groups, `.decoupled_grad` when precision-aware.
+  const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+  const float inv_scale = grad_scaler_->inv_scale().cpu().item<float>();
+  bool found_inf = false;
+  for (const auto& group : optimizer_->param_groups()) {
+    for (const auto& param : group.params()) {
+      torch::Tensor grad = pa ? attrs_->decoupled_grad(param) : param.grad();
+      // `torch._amp_foreach_non_finite_check_and_unscale_`: each element read in fp32, checked,
+      // multiplied by inv_scale unless that is 1, and stored back in the grad's dtype.
+      const torch::Tensor value = grad.to(torch::kFloat);
+      found_inf = found_inf || !torch::isfinite(value).all().item<bool>();
+      if (inv_scale != 1.0f) grad.copy_(value.mul(inv_scale));
+    }
+  }
+  // MP-found-inf-not-reduced: each rank decides from its own shards.
+  if (found_inf_reduce_max_ && !behaviour_.mutant_found_inf_not_reduced) {
+    found_inf = found_inf_reduce_max_(found_inf);
+  }
+  return found_inf;
+}
+
+bool DistributedOptimizer::step() {
   torch::NoGradGuard no_grad;
   copy_model_grads_to_main_grads();
+  if (grad_scaler_) {
+    const bool found_inf = unscale_main_grads_and_check_for_nan();
+    grad_scaler_->update(found_inf);
+    // MP-step-despite-inf: the early return on inf/NaN dropped.
+    if (found_inf && !behaviour_.mutant_step_despite_inf) return false;
+  }
   if (dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
     optimizer_->step();  // enqueues its own work
   } else {
     streams_->enqueue(Streams::kCurrent, "optimizer step", {}, {}, [this] { optimizer_->step(); });
   }
   copy_main_params_to_model_params();
+  return true;
 }
 
 // ---- state_dict / load_state_dict and the parameter state (distrib_optimizer.py ~836-1241) ----

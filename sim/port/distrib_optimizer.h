@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sim/port/behaviour.h"
+#include "sim/port/grad_scaler.h"
 #include "sim/port/param_buffer.h"
 #include "sim/port/streams.h"
 #include "sim/port/tensor_attrs.h"
@@ -154,9 +155,16 @@ class DistributedOptimizer {
                        torch::Device accelerator, TensorAttrs* attrs,
                        const Probe& before_hand_over = nullptr, Streams* streams = nullptr);
 
-  // `MixedPrecisionOptimizer.step` without grad scaler and clipping: model grads to main
-  // grads, the inner optimizer's step, main params to model params.
-  void step();
+  // `MixedPrecisionOptimizer.step` without clipping and zero counting: model grads to main
+  // grads; with a grad scaler, the main grads unscaled and checked for inf/NaN (the flag
+  // MAX-reduced over the grad-stats group), the scaler updated and, on inf/NaN, nothing more;
+  // else the inner optimizer's step and main params to model params. False when it skipped.
+  bool step();
+  // The `grad_scaler` constructor argument (Megatron's factory gives one for fp16 or
+  // `--loss-scale`), and the MAX all-reduce of the found-inf flag over the grad-stats group
+  // (`reduce_max(local)` returns the group's flag; the rig simulates the other ranks).
+  void set_grad_scaler(std::unique_ptr<GradScaler> scaler, std::function<bool(bool)> reduce_max);
+  const GradScaler* grad_scaler() const { return grad_scaler_.get(); }
   // `_copy_model_grads_to_main_grads`: `.grad` (cast to fp32) or, precision-aware,
   // `.decoupled_grad` (no cast) of every shard, from the model param's `main_grad`.
   void copy_model_grads_to_main_grads();
@@ -262,6 +270,10 @@ class DistributedOptimizer {
   std::vector<ModelParam>& model_params_;
   std::vector<const ParamAndGradBuffer*> buffers_;
   TensorAttrs* attrs_;
+  std::unique_ptr<GradScaler> grad_scaler_;
+  std::function<bool(bool)> found_inf_reduce_max_;
+  // `_unscale_main_grads_and_check_for_nan`.
+  bool unscale_main_grads_and_check_for_nan();
   std::unique_ptr<Streams> own_streams_;
   Streams* streams_;  // the copies of the step run on its current stream
   std::map<int, std::pair<int, int>> param_gbuf_map_;  // param -> (gbuf index, bucket index)

@@ -88,7 +88,8 @@ json hyper_request(const model::AdamWHyper& h) {
 [[noreturn]] void not_served(const char* what) {
   throw std::logic_error(std::string(what) +
                          " is not run against real Megatron code (the worker serves the hybrid "
-                         "optimizer's own checkpoints only, and records no streams)");
+                         "optimizer's own checkpoints only, builds no loss scaler, and records "
+                         "no streams)");
 }
 
 }  // namespace
@@ -212,6 +213,10 @@ class MegatronRank final : public RankUnderTest {
   }
   void load_distributed(const Checkpoint&) override { not_served("load_distributed"); }
   void load_gathered(const GatheredCheckpoint&) override { not_served("load_gathered"); }
+  void use_grad_scaler(const model::GradScalerConfig&) override {
+    not_served("use_grad_scaler");
+  }
+  std::optional<model::GradScalerState> grad_scaler_state() const override { return std::nullopt; }
   void add_non_tensor_state(std::vector<std::string>) override {
     not_served("add_non_tensor_state");
   }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "sim/rig/grad_scalers.h"
 #include "sim/rig/host_block_cache.h"
 #include "sim/rig/initial_values.h"
 #include "sim/engines/engines.h"
@@ -73,6 +74,9 @@ struct RankRigImpl {
   // simulation (`simulated`, which also reports races).
   std::unique_ptr<sut::Streams> streams;
   SimulatedStreams* simulated = nullptr;
+  // Whether the grads of the current step hold inf/NaN in any rank's shards (every DP rank holds
+  // the same reduced grads): the MAX all-reduce of the found-inf flag that the rig simulates.
+  bool group_found_inf = false;
 
   RankRigImpl(const model::CaseSpec& c_, model::Instance inst, int64_t r, const sut::Behaviour& b,
               torch::Device d, const StreamSchedule& schedule)
@@ -454,7 +458,32 @@ void RankRig::step(const model::StepInputs& in) {
       hd.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
     }
   }
+  r.group_found_inf = false;
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    const torch::Tensor in_buffer = values[i].to(r.params[i].main_grad.scalar_type());
+    r.group_found_inf = r.group_found_inf || !torch::isfinite(in_buffer).all().item<bool>();
+  }
   r.dist->step();
+}
+
+void RankRig::use_grad_scaler(const model::GradScalerConfig& config) {
+  RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::use_grad_scaler: construction failed");
+  r.dist->set_grad_scaler(make_grad_scaler(config, r.device, r.behaviour),
+                          [&r](bool local) { return local || r.group_found_inf; });
+}
+
+std::optional<model::GradScalerState> RankRig::grad_scaler_state() const {
+  const sut::GradScaler* s = impl_->dist ? impl_->dist->grad_scaler() : nullptr;
+  if (!s) return std::nullopt;
+  impl_->drain();
+  model::GradScalerState out;
+  out.scale = s->scale().cpu().item<float>();
+  if (const auto* d = dynamic_cast<const sut::DynamicGradScaler*>(s)) {
+    out.growth_tracker = d->growth_tracker();
+    out.hysteresis_tracker = d->hysteresis_tracker();
+  }
+  return out;
 }
 
 void RankRig::set_model_values(const std::vector<std::vector<float>>& values) {

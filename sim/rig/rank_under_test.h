@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/grad_scaler.h"
 #include "model/reference.h"
 #include "model/shard.h"
 #include "model/spec.h"
@@ -119,6 +120,13 @@ class RankUnderTest {
   // One DistributedOptimizer step with these DP-reduced grads and group hyper-parameters.
   // Requires successful construction.
   virtual void step(const model::StepInputs& in) = 0;
+  // Gives the distributed optimizer a loss scaler, as Megatron's factory does for fp16 or
+  // `--loss-scale`: from then on each step unscales the main grads, checks them for inf/NaN
+  // (reduced over the DP group, whose other ranks hold the same reduced grads) and skips the rest
+  // of the step when it finds one. `step`'s grads are then the scaled ones.
+  virtual void use_grad_scaler(const model::GradScalerConfig& config) = 0;
+  // The scaler's state after the last step (nullopt without a scaler).
+  virtual std::optional<model::GradScalerState> grad_scaler_state() const = 0;
   // Overwrites every parameter of this instance with `values` (per parameter, in case order), as
   // loading model weights does.
   virtual void set_model_values(const std::vector<std::vector<float>>& values) = 0;
