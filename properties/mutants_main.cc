@@ -5,6 +5,7 @@
 //   shardcheck-mutants [--only=NAME] [--max-success=N] [--seed=N] [--json]
 //
 // Exit status: 0 when every mutant is killed, 1 when one survives, 2 on bad arguments.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iomanip>
@@ -108,11 +109,13 @@ void print_json(const std::vector<Outcome>& outcomes, double score, const Option
 void print_table(const std::vector<Outcome>& outcomes, size_t killed, double score,
                  const Options& options) {
   std::cout << "SEED=" << options.seed << " max_success=" << options.max_success << "\n";
-  std::cout << std::left << std::setw(29) << "mutant" << std::setw(8) << "killed"
+  int width = 10;  // the longest mutant name, and two spaces
+  for (const auto& o : outcomes) width = std::max(width, static_cast<int>(o.name.size()) + 2);
+  std::cout << std::left << std::setw(width) << "mutant" << std::setw(8) << "killed"
             << std::setw(70) << "property" << std::right << std::setw(6) << "cases"
             << std::setw(8) << "shrunk" << std::setw(9) << "seconds" << "\n";
   for (const auto& o : outcomes) {
-    std::cout << std::left << std::setw(29) << o.name << std::setw(8)
+    std::cout << std::left << std::setw(width) << o.name << std::setw(8)
               << (o.killed ? "yes" : "NO") << std::setw(70) << (o.killed ? o.property : "-")
               << std::right << std::setw(6) << o.cases << std::setw(8) << o.shrunk_size
               << std::setw(9) << std::fixed << std::setprecision(2) << o.seconds << "\n";
