@@ -365,7 +365,7 @@ void found_inf_body(const sut::Behaviour& b) {
 }
 
 std::vector<Property> step_flow_properties() {
-  return {port_only(
+  return {
       drawn_in_body("StepFlow.NonFiniteGradsSkipTheStepAndTheScalerFollowsTheModel",
                     "with Megatron's loss scaler (dynamic or constant) the scaled grads are "
                     "unscaled and checked for inf/NaN over the DP group: a step with one "
@@ -374,18 +374,17 @@ std::vector<Property> step_flow_properties() {
                     "accelerator; every other step equals the reference bit for bit; the "
                     "scaler's scale and trackers equal the model's after every step",
                     {"MP-found-inf-not-reduced", "MP-step-despite-inf"}, found_inf_body),
-      "the Megatron worker does not build Megatron's grad scalers yet"),
-          port_only(
-      drawn_in_body("GradScalerDiff.UpdatesAndReloadsMatchTheModel",
-                    "Megatron's constant and dynamic loss scalers over drawn arguments and "
-                    "sequences of steps with finite or non-finite grads and state-dict round "
-                    "trips: the port refuses exactly the arguments the model calls invalid, and "
-                    "after every command the scale, `inv_scale` (bit for bit) and both trackers "
-                    "equal the model's",
-                    {"SCALER-hysteresis-every-finite-step", "SCALER-no-min-scale",
-                     "SCALER-growth-tracker-kept"},
-                    run_grad_scaler_property),
-      "the Megatron worker does not build Megatron's grad scalers yet")};
+      port_only(drawn_in_body("GradScalerDiff.UpdatesAndReloadsMatchTheModel",
+                              "Megatron's constant and dynamic loss scalers over drawn arguments "
+                              "and sequences of steps with finite or non-finite grads and "
+                              "state-dict round trips: the port refuses exactly the arguments "
+                              "the model calls invalid, and after every command the scale, "
+                              "`inv_scale` (bit for bit) and both trackers equal the model's",
+                              {"SCALER-hysteresis-every-finite-step", "SCALER-no-min-scale",
+                               "SCALER-growth-tracker-kept"},
+                              run_grad_scaler_property),
+                "it drives the port's scaler classes alone; against real code Megatron's "
+                "scaler runs inside the step-flow property")};
 }
 
 std::vector<Property> checkpoint_properties() {

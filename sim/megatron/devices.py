@@ -387,10 +387,50 @@ def install_distributed():
     if not distributed.is_initialized():
         distributed.init_process_group("gloo", store=distributed.HashStore(), rank=0,
                                        world_size=1)
+    if not getattr(distributed.all_reduce, "simulates_stand_in_groups", False):
+        plain_all_reduce = distributed.all_reduce
+
+        def all_reduce(tensor, op=distributed.ReduceOp.SUM, group=None, async_op=False):
+            simulated = getattr(group, "all_reduce", None)
+            if simulated is not None:
+                return simulated(tensor, op)
+            return plain_all_reduce(tensor, op=op, group=group, async_op=async_op)
+
+        all_reduce.simulates_stand_in_groups = True
+        distributed.all_reduce = all_reduce
+        added.append("torch.distributed.all_reduce: on a group stand-in that simulates its other "
+                     "ranks (the grad-stats group), that group's answer; else gloo's")
     added.append("torch.distributed: one process (gloo, in-memory store); data-parallel ranks "
                  "are emulated by process-group stand-ins of size dp that answer size() and "
                  "rank() only")
     return added
+
+
+def install_amp_unscale():
+    """`torch._amp_foreach_non_finite_check_and_unscale_`, which Megatron's loss-scaled step
+    calls, has no CPU kernel in this PyTorch. The stand-in follows the CUDA kernel: each element
+    is read in fp32; inf or NaN sets `found_inf` to 1; the element is multiplied by `inv_scale`
+    unless that is 1 and stored back in the grad's dtype. Returns what it installed."""
+    try:
+        torch._amp_foreach_non_finite_check_and_unscale_([torch.ones(1)], torch.zeros(1),
+                                                         torch.ones(1))
+        return []
+    except RuntimeError:
+        pass
+
+    def unscale(grads, found_inf, inv_scale):
+        inv = float(inv_scale.item())
+        for grad in grads:
+            value = grad.float()
+            if not bool(torch.isfinite(value).all()):
+                found_inf.fill_(1.0)
+            if inv != 1.0:
+                grad.copy_(value * inv)
+
+    torch._amp_foreach_non_finite_check_and_unscale_ = unscale
+    return ["torch._amp_foreach_non_finite_check_and_unscale_: no CPU kernel in this PyTorch; a "
+            "stand-in written from the CUDA kernel (fp32 check and multiply, stored in the grad's "
+            "dtype)"]
 
 
 def fused_adamw_note():

@@ -71,6 +71,23 @@ class GroupStandIn:
         return self._rank
 
 
+class GradStatsGroupStandIn(GroupStandIn):
+    """The grad-stats group of the distributed optimizer. Every DP rank holds the same reduced
+    grads, so the client states per step whether another rank's shards hold inf or NaN
+    (`found_inf_elsewhere`); a MAX all-reduce of the found-inf flag on this group combines it
+    with this rank's own. Other collectives on it fail."""
+
+    def __init__(self, size, rank):
+        super().__init__(size, rank)
+        self.found_inf_elsewhere = False
+
+    def all_reduce(self, tensor, op):
+        if op != torch.distributed.ReduceOp.MAX or tensor.numel() != 1:
+            raise RuntimeError("the grad-stats group stand-in reduces one flag with MAX only")
+        if self.found_inf_elsewhere:
+            tensor.fill_(max(float(tensor.item()), 1.0))
+
+
 class ModelChunk:
     """What DistributedOptimizer reads of a DDP-wrapped model chunk. The param all-gather it would
     start after a step is not run."""
@@ -113,6 +130,7 @@ class Rank:
         self.params = [self._make_param(specs[i], request["initial"][i]) for i in self.case_index]
         self.local = {id(p): k for k, p in enumerate(self.params)}
         self.group, self.dense_group, self.pg_collection = self._groups()
+        self.stats_group = GradStatsGroupStandIn(self.dp, self.rank)
         self.ddp_config = self._make_ddp_config()
         self.model_chunks, self.per_model_buffers = self._make_chunks()
         self.dist, self.built, self.error = None, None, None

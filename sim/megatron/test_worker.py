@@ -198,6 +198,29 @@ def check_seed(worker):
         assert worker("drop", handle=handle)["ok"]
 
 
+def check_loss_scaler(worker):
+    """Megatron's dynamic scaler on a plain distributed optimizer: an inf grad, on this rank or
+    (found_inf_elsewhere) on another, skips the step and backs the scale off; a finite one steps
+    with the grad unscaled, and the hysteresis count stays spent until the scale grows."""
+    assert worker.build(4, seed_case(cpu_offload=False))["error"] is None
+    config = {"dynamic": True, "initial_scale": 4.0, "min_scale": 1.0, "growth_factor": 2.0,
+              "backoff_factor": 0.5, "growth_interval": 2, "hysteresis": 1}
+    assert worker("use_grad_scaler", handle=4, config=config)["ok"]
+    before = worker("observe", handle=4)["entries"][0][0]
+    expected = [(bits([float("inf")]), False, 2.0, 0, 0), (bits([2.0]), True, 1.0, 0, -1),
+                (bits([1.0]), False, 1.0, 1, -1)]
+    for grads, elsewhere, scale, growth, hysteresis in expected:
+        assert worker("step", handle=4, grads=[grads], hyper=hyper(1e-2, 0.0, 1),
+                      found_inf_elsewhere=elsewhere)["ok"]
+        state = worker("grad_scaler_state", handle=4)
+        assert state == {"id": state["id"], "ok": True, "present": True, "scale": scale,
+                         "growth_tracker": growth, "hysteresis_tracker": hysteresis}, state
+    after = worker("observe", handle=4)["entries"][0][0]
+    assert after["state"]["present"] and after["state"]["step"] == 1, after
+    assert after["model_piece"] != before["model_piece"], after
+    assert worker("drop", handle=4)["ok"]
+
+
 def check_fix(tree):
     with tempfile.TemporaryDirectory() as scratch:
         fixed = copy_tree(tree, scratch, lambda s: s.replace(FP32_SHARD, FP32_SHARD_FIXED, 1))
@@ -424,6 +447,8 @@ def main():
         ("hybrid optimizer placement, 16-bit params", lambda: check_offload(worker)),
         ("set/reload/zero_grad/drop/errors, TE stand-in", lambda: check_requests(worker)),
         ("TE stand-in arithmetic", check_te_arithmetic),
+        ("loss scaler: skip on inf/NaN here or elsewhere, unscaled step", lambda:
+         check_loss_scaler(worker)),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     for name, check in checks:

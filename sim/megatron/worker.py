@@ -44,6 +44,7 @@ def set_up(device):
         raise TreeError("import_failed", "--device cuda, but torch.cuda.is_available() is false")
     stand_ins += devices.install_optimizer_hooks()
     stand_ins += devices.install_distributed()
+    stand_ins += devices.install_amp_unscale()
     stand_ins += devices.fused_adamw_note()
     return stand_ins + LOADER_STAND_INS + RANK_STAND_INS
 
@@ -86,7 +87,36 @@ class Worker:
             h = request["hyper"][case_group]
             group.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"],
                          weight_decay=h["weight_decay"])
+        rank.stats_group.found_inf_elsewhere = bool(request.get("found_inf_elsewhere", False))
         rank.dist.step()
+
+    def op_use_grad_scaler(self, request):
+        """The loss scaler Megatron's factory hands the distributed optimizer for fp16 or
+        `--loss-scale`, set after construction as the constructor would have set it (the scaler
+        and its `found_inf` tensor); the grad-stats group becomes the stand-in that simulates the
+        other DP ranks' found-inf flags."""
+        rank = self.rank(request)
+        rank.require_constructed()
+        c = request["config"]
+        module = self.megatron.factory_module
+        if c["dynamic"]:
+            scaler = module.DynamicGradScaler(
+                initial_scale=c["initial_scale"], min_scale=c["min_scale"],
+                growth_factor=c["growth_factor"], backoff_factor=c["backoff_factor"],
+                growth_interval=c["growth_interval"], hysteresis=c["hysteresis"])
+        else:
+            scaler = module.ConstantGradScaler(c["initial_scale"])
+        rank.dist.grad_scaler = scaler
+        rank.dist.found_inf = torch.tensor([0.0], dtype=torch.float, device="cuda")
+        rank.dist.grad_stats_parallel_group = rank.stats_group
+
+    def op_grad_scaler_state(self, request):
+        scaler = self.rank(request).dist.grad_scaler
+        if scaler is None:
+            return {"present": False}
+        return {"present": True, "scale": float(scaler.scale.item()),
+                "growth_tracker": int(getattr(scaler, "_growth_tracker", 0)),
+                "hysteresis_tracker": int(getattr(scaler, "_hysteresis_tracker", 0))}
 
     def op_set_model_values(self, request):
         rank = self.rank(request)

@@ -88,8 +88,7 @@ json hyper_request(const model::AdamWHyper& h) {
 [[noreturn]] void not_served(const char* what) {
   throw std::logic_error(std::string(what) +
                          " is not run against real Megatron code (the worker serves the hybrid "
-                         "optimizer's own checkpoints only, builds no loss scaler, and records "
-                         "no streams)");
+                         "optimizer's own checkpoints only, and records no streams)");
 }
 
 }  // namespace
@@ -116,7 +115,10 @@ class MegatronRank final : public RankUnderTest {
  public:
   MegatronRank(const MegatronTarget& target, const model::CaseSpec& spec,
                model::Instance instance, int64_t rank, const ParamValues& initial)
-      : worker_(&MegatronWorker::of(target)), initial_(initial) {
+      : worker_(&MegatronWorker::of(target)),
+        spec_(spec),
+        instance_(instance),
+        initial_(initial) {
     json values = json::array();
     for (const auto& v : initial) values.push_back(to_bits(v));
     json wd = json::array();
@@ -148,7 +150,32 @@ class MegatronRank final : public RankUnderTest {
     json grads = json::array(), hyper = json::array();
     for (const auto& g : in.grads) grads.push_back(to_bits(g));
     for (const auto& h : in.group_hyper) hyper.push_back(hyper_request(h));
-    send({{"op", "step"}, {"grads", std::move(grads)}, {"hyper", std::move(hyper)}});
+    // The other DP ranks' found-inf flags, which the worker's grad-stats group stand-in
+    // combines with this rank's own: every rank holds the same reduced grads.
+    send({{"op", "step"},
+          {"grads", std::move(grads)},
+          {"hyper", std::move(hyper)},
+          {"found_inf_elsewhere", model::grads_non_finite(spec_, instance_, in)}});
+  }
+  void use_grad_scaler(const model::GradScalerConfig& c) override {
+    send({{"op", "use_grad_scaler"},
+          {"config",
+           {{"dynamic", c.dynamic},
+            {"initial_scale", c.initial_scale},
+            {"min_scale", c.min_scale},
+            {"growth_factor", c.growth_factor},
+            {"backoff_factor", c.backoff_factor},
+            {"growth_interval", c.growth_interval},
+            {"hysteresis", c.hysteresis}}}});
+  }
+  std::optional<model::GradScalerState> grad_scaler_state() const override {
+    const json r = worker_->request({{"op", "grad_scaler_state"}, {"handle", handle_}});
+    if (!r.at("present").get<bool>()) return std::nullopt;
+    model::GradScalerState out;
+    out.scale = static_cast<float>(r.at("scale").get<double>());
+    out.growth_tracker = r.at("growth_tracker").get<int64_t>();
+    out.hysteresis_tracker = r.at("hysteresis_tracker").get<int64_t>();
+    return out;
   }
   void set_model_values(const std::vector<std::vector<float>>& values) override {
     json v = json::array();
@@ -213,10 +240,7 @@ class MegatronRank final : public RankUnderTest {
   }
   void load_distributed(const Checkpoint&) override { not_served("load_distributed"); }
   void load_gathered(const GatheredCheckpoint&) override { not_served("load_gathered"); }
-  void use_grad_scaler(const model::GradScalerConfig&) override {
-    not_served("use_grad_scaler");
-  }
-  std::optional<model::GradScalerState> grad_scaler_state() const override { return std::nullopt; }
+
   void add_non_tensor_state(std::vector<std::string>) override {
     not_served("add_non_tensor_state");
   }
@@ -240,6 +264,8 @@ class MegatronRank final : public RankUnderTest {
   const json& entry(size_t g, size_t i) const { return observed().at("entries").at(g).at(i); }
 
   MegatronWorker* worker_;
+  model::CaseSpec spec_;
+  model::Instance instance_;
   int64_t handle_ = 0;
   uint64_t generation_ = 0;
   ParamValues initial_;
