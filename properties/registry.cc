@@ -353,10 +353,12 @@ void found_inf_body(const sut::Behaviour& b) {
   const auto injected = *rc::gen::resize(
       rc::kNominalSize,
       rc::gen::container<std::vector<NonFiniteGrad>>(
-          *rc::gen::inRange<size_t>(0, 3), rc::gen::exec([&] {
+          // By value: RapidCheck runs this again while shrinking, after this frame is gone.
+          *rc::gen::inRange<size_t>(0, 3), rc::gen::exec([steps = s.steps.size(),
+                                                           params = c.params.size()] {
             NonFiniteGrad n;
-            n.step = *rc::gen::inRange<size_t>(0, s.steps.size());
-            n.param = *rc::gen::inRange<size_t>(0, c.params.size());
+            n.step = *rc::gen::inRange<size_t>(0, steps);
+            n.param = *rc::gen::inRange<size_t>(0, params);
             n.element = *rc::gen::inRange<size_t>(0, 1 << 16);
             n.kind = *rc::gen::inRange(0, 3);
             return n;

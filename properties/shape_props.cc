@@ -369,6 +369,59 @@ sut::HdoOptions hdo_group(double weight_decay) {
 
 }  // namespace
 
+namespace {
+
+// The hybrid optimizer's groups over `params`: those before `split` with weight decay 0.1, the
+// rest without; an empty group is left out.
+Groups hdo_groups(const std::vector<torch::Tensor>& params, size_t split) {
+  Groups groups;
+  const auto at = [&](size_t k) { return params.begin() + static_cast<long>(k); };
+  if (split > 0) {
+    groups.emplace_back(std::vector<torch::Tensor>(at(0), at(split)),
+                        std::make_unique<sut::HdoOptions>(hdo_group(0.1)));
+  }
+  if (split < params.size()) {
+    groups.emplace_back(std::vector<torch::Tensor>(at(split), at(params.size())),
+                        std::make_unique<sut::HdoOptions>(hdo_group(0.0)));
+  }
+  return groups;
+}
+
+// Whether the model's offload plan offloads each of `params` (fp32, grouped as hdo_groups).
+std::vector<bool> planned_offload(const std::vector<torch::Tensor>& params, const HdoDraw& d) {
+  std::vector<std::vector<model::HdoTensor>> groups(2);
+  for (size_t t = 0; t < params.size(); ++t) {
+    groups[t < d.split ? 0 : 1].push_back({params[t].numel(), model::DType::kFloat32});
+  }
+  if (groups[0].empty()) groups.erase(groups.begin());
+  if (groups.back().empty()) groups.pop_back();
+  model::HdoConfig config;
+  config.offload_fraction = d.fraction;
+  config.overlap_cpu_optimizer_d2h_h2d = d.overlap;
+  config.accelerator_is_cuda = device().is_cuda();
+  const model::OffloadPlan plan = model::plan_offload(groups, config);
+  RC_CLASSIFY(plan.num_cpu_optimizers > 0 && plan.has_accelerator_optimizer, "split");
+  std::vector<bool> offloaded;
+  for (const auto& g : plan.placements) {
+    for (const auto& p : g) offloaded.push_back(p.offloaded);
+  }
+  return offloaded;
+}
+
+void require_planned_split(const sut::HybridDeviceOptimizer& hdo,
+                           const std::vector<torch::Tensor>& params,
+                           const std::vector<bool>& offloaded, const sut::Behaviour& b) {
+  for (size_t t = 0; t < params.size(); ++t) {
+    if (hdo.is_offloaded(params[t]) == offloaded[t]) continue;
+    RC_LOG() << "variant " << b.name << ": param " << t << " " << text(params[t])
+             << (offloaded[t] ? " kept on the accelerator, the plan offloads it\n"
+                              : " offloaded, the plan keeps it on the accelerator\n");
+    RC_FAIL("offload split differs from the model's plan");
+  }
+}
+
+}  // namespace
+
 void run_hdo_whole_params_property(const sut::Behaviour& behaviour) {
   const std::vector<DrawnShape> drawn = *shapes(/*views=*/false);
   HdoDraw d;
@@ -380,23 +433,11 @@ void run_hdo_whole_params_property(const sut::Behaviour& behaviour) {
   sim::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
   std::vector<torch::Tensor> params;
   std::vector<std::vector<float>> want;
-  std::vector<std::vector<model::HdoTensor>> plan_groups(2);
-  for (size_t t = 0; t < drawn.size(); ++t) {
-    params.push_back(make_tensor(drawn[t], rng, device()).requires_grad_(true));
+  for (const DrawnShape& s : drawn) {
+    params.push_back(make_tensor(s, rng, device()).requires_grad_(true));
     want.push_back(values(params.back()));
-    plan_groups[t < d.split ? 0 : 1].push_back({params.back().numel(), model::DType::kFloat32});
   }
-  if (plan_groups[0].empty()) plan_groups.erase(plan_groups.begin());
-  if (plan_groups.back().empty()) plan_groups.pop_back();
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  for (size_t g = 0, at = 0; g < plan_groups.size(); ++g) {
-    const bool decays = at < d.split;
-    const size_t end = decays ? d.split : params.size();
-    groups.emplace_back(std::vector<torch::Tensor>(params.begin() + static_cast<long>(at),
-                                                   params.begin() + static_cast<long>(end)),
-                        std::make_unique<sut::HdoOptions>(hdo_group(decays ? 0.1 : 0.0)));
-    at = end;
-  }
+  classify_shapes(params);
   sut::HdoOptions defaults = hdo_group(0.0);
   defaults.offload_fraction(d.fraction)
       .param_update_in_fp32(true)
@@ -405,29 +446,12 @@ void run_hdo_whole_params_property(const sut::Behaviour& behaviour) {
                                                       : sut::AcceleratorAdam::kFusedAdam);
   sut::TensorAttrs attrs;
   const auto engine = engines::engine_for(behaviour);
-  sut::HybridDeviceOptimizer hdo(std::move(groups), defaults, device(), &attrs, behaviour,
-                                 nullptr, engine.get());
-  model::HdoConfig config;
-  config.offload_fraction = d.fraction;
-  config.overlap_cpu_optimizer_d2h_h2d = d.overlap;
-  config.accelerator_is_cuda = device().is_cuda();
-  const model::OffloadPlan plan = model::plan_offload(plan_groups, config);
+  sut::HybridDeviceOptimizer hdo(hdo_groups(params, d.split), defaults, device(), &attrs,
+                                 behaviour, nullptr, engine.get());
+  const std::vector<bool> offloaded = planned_offload(params, d);
+  require_planned_split(hdo, params, offloaded, behaviour);
   const model::FmaMode fma = torch_fma_mode();
-  std::vector<bool> offloaded;
-  for (const auto& g : plan.placements) {
-    for (const auto& p : g) offloaded.push_back(p.offloaded);
-  }
-  RC_CLASSIFY(plan.num_cpu_optimizers > 0 && plan.has_accelerator_optimizer, "split");
-  classify_shapes(params);
   std::vector<model::AdamWState32> states(params.size());
-  for (size_t t = 0; t < params.size(); ++t) {
-    if (hdo.is_offloaded(params[t]) != offloaded[t]) {
-      RC_LOG() << "variant " << behaviour.name << ": param " << t << " " << text(params[t])
-               << (offloaded[t] ? " kept on the accelerator, the plan offloads it\n"
-                                : " offloaded, the plan keeps it on the accelerator\n");
-      RC_FAIL("offload split differs from the model's plan");
-    }
-  }
   for (int k = 1; k <= steps; ++k) {
     for (size_t t = 0; t < params.size(); ++t) {
       const std::vector<float> g = random_values(want[t].size(), rng);
