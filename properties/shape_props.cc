@@ -202,6 +202,15 @@ bool dense(const torch::Tensor& t) {
          t.is_contiguous(torch::MemoryFormat::ChannelsLast3d);
 }
 
+// Parameters (leaves on the device) of the drawn shapes, and their values in logical order.
+void make_params(const std::vector<DrawnShape>& drawn, sim::SplitMix64& rng,
+                 std::vector<torch::Tensor>& params, std::vector<std::vector<float>>& values_of) {
+  for (const DrawnShape& s : drawn) {
+    params.push_back(make_tensor(s, rng, device()).requires_grad_(true));
+    values_of.push_back(values(params.back()));
+  }
+}
+
 model::FmaMode torch_fma_mode() {
   const auto mode = sim::torch_cpu_fma_mode();
   if (!mode) RC_FAIL("neither FMA mode reproduces LibTorch's CPU AdamW on this machine");
@@ -217,10 +226,7 @@ void run_fused_adam_shapes_property(const sut::Behaviour& behaviour) {
   sim::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
   std::vector<torch::Tensor> params;
   std::vector<std::vector<float>> want;
-  for (const DrawnShape& s : drawn) {
-    params.push_back(make_tensor(s, rng, device()).requires_grad_(true));
-    want.push_back(values(params.back()));
-  }
+  make_params(drawn, rng, params, want);
   const model::AdamWHyper h{1e-2, 0.9, 0.999, 1e-8, 0.1};
   sut::FusedAdamOptions o;
   o.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
@@ -433,10 +439,7 @@ void run_hdo_whole_params_property(const sut::Behaviour& behaviour) {
   sim::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
   std::vector<torch::Tensor> params;
   std::vector<std::vector<float>> want;
-  for (const DrawnShape& s : drawn) {
-    params.push_back(make_tensor(s, rng, device()).requires_grad_(true));
-    want.push_back(values(params.back()));
-  }
+  make_params(drawn, rng, params, want);
   classify_shapes(params);
   sut::HdoOptions defaults = hdo_group(0.0);
   defaults.offload_fraction(d.fraction)
