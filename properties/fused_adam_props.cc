@@ -12,6 +12,15 @@
 
 namespace sc::props {
 
+std::unique_ptr<sut::FusedAdam> one_group_fused_adam(const std::vector<torch::Tensor>& params,
+                                                     const sut::Behaviour& behaviour) {
+  const model::AdamWHyper& h = kFusedAdamHyper;
+  sut::FusedAdamOptions o;
+  o.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
+  std::vector<torch::optim::OptimizerParamGroup> groups{torch::optim::OptimizerParamGroup(params)};
+  return std::make_unique<sut::FusedAdam>(groups, o, nullptr, sut::FusedAdamFlags{}, behaviour);
+}
+
 void run_fused_adam_property(const sut::Behaviour& behaviour) {
   const auto sizes = *rc::gen::resize(
       rc::kNominalSize,
@@ -34,11 +43,9 @@ void run_fused_adam_property(const sut::Behaviour& behaviour) {
     want.push_back(v);
     params.push_back(torch::tensor(v).to(device()).requires_grad_(true));
   }
-  const model::AdamWHyper h{1e-2, 0.9, 0.999, 1e-8, 0.1};
-  sut::FusedAdamOptions o;
-  o.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
-  std::vector<torch::optim::OptimizerParamGroup> groups{torch::optim::OptimizerParamGroup(params)};
-  sut::FusedAdam opt(groups, o, nullptr, sut::FusedAdamFlags{}, behaviour);
+  const model::AdamWHyper& h = kFusedAdamHyper;
+  const auto fused = one_group_fused_adam(params, behaviour);
+  sut::FusedAdam& opt = *fused;
   std::vector<model::AdamWState32> states(sizes.size());
   for (int k = 1; k <= steps; ++k) {
     for (size_t t = 0; t < sizes.size(); ++t) {

@@ -11,6 +11,7 @@
 
 #include "model/adamw.h"
 #include "model/offload_plan.h"
+#include "properties/fused_adam_props.h"
 #include "properties/gen/choice.h"
 #include "properties/support.h"
 #include "sim/engines/adamw_kernel.h"
@@ -227,11 +228,9 @@ void run_fused_adam_shapes_property(const sut::Behaviour& behaviour) {
   std::vector<torch::Tensor> params;
   std::vector<std::vector<float>> want;
   make_params(drawn, rng, params, want);
-  const model::AdamWHyper h{1e-2, 0.9, 0.999, 1e-8, 0.1};
-  sut::FusedAdamOptions o;
-  o.lr(h.lr).beta1(h.beta1).beta2(h.beta2).eps(h.eps).weight_decay(h.weight_decay);
-  std::vector<torch::optim::OptimizerParamGroup> groups{torch::optim::OptimizerParamGroup(params)};
-  sut::FusedAdam opt(groups, o, nullptr, sut::FusedAdamFlags{}, behaviour);
+  const model::AdamWHyper& h = kFusedAdamHyper;
+  const auto fused = one_group_fused_adam(params, behaviour);
+  sut::FusedAdam& opt = *fused;
   std::vector<model::AdamWState32> states(params.size());
   for (int k = 1; k <= steps; ++k) {
     bool strided = false;
