@@ -37,4 +37,24 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+int mantissa_bits(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 23;
+    case DType::kBFloat16: return 7;
+    case DType::kFloat16: return 10;
+    case DType::kFloat64: return 52;
+  }
+  return 0;
+}
+
+double max_finite(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 3.4028234663852886e38;
+    case DType::kBFloat16: return 3.3895313892515355e38;
+    case DType::kFloat16: return 65504.0;
+    case DType::kFloat64: return 1.7976931348623157e308;
+  }
+  return 0;
+}
+
 }  // namespace sc::model

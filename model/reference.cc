@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/grad_stats.h"
 #include "model/rounding.h"
 
 namespace sc::model {
@@ -12,6 +13,7 @@ RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
     : case_(&spec),
       plan_(&plan),
       fma_(fma),
+      accelerator_is_cuda_(accelerator_is_cuda),
       fused_master_(spec.precision_aware && !spec.cpu_offload) {
   std::vector<std::vector<HdoTensor>> tensors;
   for (const GroupPlan& g : plan.groups) {
@@ -69,18 +71,6 @@ bool grads_non_finite(const CaseSpec& spec, Instance instance, const StepInputs&
   return false;
 }
 
-namespace {
-
-// The unscaled main grad: the fp32 `.grad` multiplied in fp32, or, precision-aware, the
-// `decoupled_grad` in the grad buffer's dtype, rounded back to it; unchanged at scale 1.
-float unscaled(float grad, float inv_scale, bool precision_aware, DType grad_dtype) {
-  if (inv_scale == 1.0f) return grad;
-  const float x = grad * inv_scale;
-  return precision_aware ? round_to(grad_dtype, x) : x;
-}
-
-}  // namespace
-
 void RankReference::step(const StepInputs& in) {
   if (in.skip) return;  // found inf: no sub-optimizer steps, no count advances
   ++steps_;
@@ -89,13 +79,10 @@ void RankReference::step(const StepInputs& in) {
     for (size_t i = 0; i < plan_->groups[g].installed.size(); ++i) {
       const ShardEntry& e = plan_->groups[g].installed[i];
       const ParamSpec& p = case_->params[e.param];
-      const DType grad_dtype = case_->grad_reduce_in_fp32 ? DType::kFloat32 : p.dtype;
       const auto& full = in.grads.at(e.param);
       std::vector<float> grad(full.begin() + e.param_range.start,
                               full.begin() + e.param_range.end);
-      for (float& x : grad) {
-        x = unscaled(round_to(grad_dtype, x), in.inv_scale, case_->precision_aware, grad_dtype);
-      }
+      for (float& x : grad) x = main_grad(*case_, p, x, in, accelerator_is_cuda_);
       std::vector<float>& master = master_[g][i];
       if (path_[g][i] == UpdatePath::kTorchCpu) {
         adamw_step_torch(master, grad, state_[g][i], h, fma_);

@@ -22,19 +22,9 @@
 #include "model/offload_plan.h"
 #include "model/shard.h"
 #include "model/spec.h"
+#include "model/step_inputs.h"
 
 namespace sc::model {
-
-// Inputs of one step: the full DP-reduced gradient of every parameter and each group's
-// hyper-parameters (indexed by CaseSpec group index).
-struct StepInputs {
-  std::vector<std::vector<float>> grads;
-  std::vector<AdamWHyper> group_hyper;
-  // With a loss scaler (model/grad_scaler.h): the scale's reciprocal the main grads are
-  // multiplied by before the step, and whether the step is skipped (inf or NaN in a grad).
-  float inv_scale = 1.0f;
-  bool skip = false;
-};
 
 // Whether a grad of `instance`'s parameters holds inf or NaN once rounded to its grad buffer's
 // dtype: what the found-inf check, MAX-reduced over the DP group, finds.
@@ -76,6 +66,7 @@ class RankReference {
   FmaMode fma_;
   int64_t steps_ = 0;
   OffloadPlan offload_;
+  bool accelerator_is_cuda_;
   bool fused_master_ = false;  // precision-aware FusedAdam with master weights steps every piece
   std::optional<std::string> step_error_;
   std::vector<std::vector<UpdatePath>> path_;

@@ -24,57 +24,6 @@ namespace sc::props {
 
 namespace {
 
-bool same_bits(float a, float b) {
-  return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
-}
-
-Violation compare_exact(const std::vector<float>& got, const std::vector<float>& want,
-                        const std::string& what) {
-  if (got.size() != want.size()) {
-    return what + ": size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
-  }
-  for (size_t k = 0; k < got.size(); ++k) {
-    if (!same_bits(got[k], want[k])) {
-      std::ostringstream os;
-      os.precision(9);
-      os << what << ": first difference at element " << k << ": port " << got[k]
-         << ", reference " << want[k];
-      return os.str();
-    }
-  }
-  return std::nullopt;
-}
-
-std::string entry_name(const model::CaseSpec& c, const model::RankPlan& plan, size_t g, size_t i,
-                       int step) {
-  std::ostringstream os;
-  os << (plan.instance == model::Instance::kExpert ? "expert" : "dense") << " rank " << plan.rank
-     << " step " << step << " " << c.params[plan.groups[g].installed[i].param].name << " piece "
-     << plan.groups[g].installed[i].param_range;
-  return os.str();
-}
-
-void check(const Violation& v, const sut::Behaviour& b) {
-  if (v) RC_LOG() << "variant " << b.name << ": " << *v << "\n";
-  RC_ASSERT(!v);
-}
-
-model::FmaMode fma_mode() {
-  const auto mode = sim::torch_cpu_fma_mode();
-  if (!mode) RC_FAIL("neither FMA mode reproduces LibTorch's CPU AdamW on this machine");
-  return *mode;
-}
-
-// Calls f(instance, rank, layouts) for every checked rank of both instances.
-template <typename F>
-void for_checked_ranks(const model::CaseSpec& c, F f) {
-  const auto layouts = model::full_param_layout(c);
-  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
-    if (!model::instance_present(c, inst)) continue;
-    for (int64_t r : ranks_to_check(c, layouts, inst)) f(inst, r, layouts);
-  }
-}
-
 // For every checked rank of `c`: builds it twice, from cases `x` and `y` (variations of `c`
 // with the same parameters, so the same plan) and the same seed, checks that both construct,
 // and calls f(rig_x, rig_y, plan).
@@ -164,34 +113,6 @@ void check_step_refused(const model::CaseSpec& c, const gen::Schedule& s, const 
   check(v, b);
 }
 
-// Installed entry (g, i) after step `k` (1-based) under `claim`: the model piece, the unchanged
-// piece or the optimizer state, against the reference.
-void check_entry(const model::CaseSpec& c, const model::RankPlan& plan,
-                 const model::RankReference& ref, const sim::RankUnderTest& rig, size_t g,
-                 size_t i, int k, NumericClaim claim, const sut::Behaviour& b) {
-  const std::string at = entry_name(c, plan, g, i, k);
-  if (claim == NumericClaim::kModelParams) {
-    check(compare_exact(rig.model_piece(g, i), ref.model_piece(g, i), at), b);
-  } else if (claim == NumericClaim::kUnchanged) {
-    const auto& full = rig.initial_values()[plan.groups[g].installed[i].param];
-    const auto& range = plan.groups[g].installed[i].param_range;
-    check(compare_exact(rig.model_piece(g, i),
-                        std::vector<float>(full.begin() + range.start, full.begin() + range.end),
-                        at + " (must be unchanged)"),
-          b);
-  } else if (claim == NumericClaim::kState) {
-    const sim::ObservedState got = rig.state(g, i);
-    const model::AdamWState32& want = ref.state(g, i);
-    if (!got.present) check(at + ": no optimizer state after a step", b);
-    check(compare_exact(got.exp_avg, want.exp_avg, at + " exp_avg"), b);
-    check(compare_exact(got.exp_avg_sq, want.exp_avg_sq, at + " exp_avg_sq"), b);
-    check(compare_exact(got.master, ref.master_piece(g, i), at + " master"), b);
-    if (got.step != want.step) {
-      check(at + ": step " + std::to_string(got.step) + " != " + std::to_string(want.step), b);
-    }
-  }
-}
-
 }  // namespace
 
 void run_numeric_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
@@ -225,91 +146,6 @@ void run_numeric_property(const model::CaseSpec& spec, const gen::Schedule& sche
       }
     }
   });
-}
-
-namespace {
-
-// Step `k`'s grads for a rank with a loss scaler: the schedule's, times `scale`, with `injected`.
-model::StepInputs scaled_inputs(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                                size_t k, float scale,
-                                const std::vector<NonFiniteGrad>& injected) {
-  model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
-  for (auto& g : in.grads) {
-    for (float& x : g) x *= scale;
-  }
-  const float values[] = {std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(),
-                          std::numeric_limits<float>::quiet_NaN()};
-  for (const NonFiniteGrad& n : injected) {
-    if (n.step != k || n.param >= in.grads.size() || in.grads[n.param].empty()) continue;
-    in.grads[n.param][n.element % in.grads[n.param].size()] = values[n.kind % 3];
-  }
-  return in;
-}
-
-// The port's loss scaler against the model's, after step `k` (1-based).
-void check_scaler(const sim::RankUnderTest& rig, const model::GradScalerModel& want,
-                  const model::RankPlan& plan, int k, const sut::Behaviour& b) {
-  const auto got = rig.grad_scaler_state();
-  if (got && *got == want.state()) return;
-  std::ostringstream os;
-  os.precision(9);
-  os << "rank " << plan.rank << " after step " << k << ": loss scaler ";
-  if (got) {
-    os << "scale " << got->scale << ", trackers " << got->growth_tracker << "/"
-       << got->hysteresis_tracker;
-  } else {
-    os << "missing";
-  }
-  os << "; model scale " << want.state().scale << ", trackers " << want.state().growth_tracker
-     << "/" << want.state().hysteresis_tracker;
-  check(os.str(), b);
-}
-
-}  // namespace
-
-void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                            const model::GradScalerConfig& scaler,
-                            const std::vector<NonFiniteGrad>& injected,
-                            const sut::Behaviour& behaviour) {
-  const model::FmaMode fma = fma_mode();
-  bool skipped = false, overflowed = false;
-  for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/1000 + r);
-    sim::RankUnderTest& rig = *owned;
-    check(check_constructed(rig.construction()), behaviour);
-    const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
-    model::RankReference ref(spec, plan, rig.initial_values(), fma, device().is_cuda());
-    if (ref.step_error()) return;  // a step that raises is the numerical properties' claim
-    rig.use_grad_scaler(scaler);
-    model::GradScalerModel want(scaler);
-    for (size_t k = 0; k < schedule.steps.size(); ++k) {
-      const model::StepInputs in = scaled_inputs(spec, schedule, k, want.state().scale, injected);
-      model::StepInputs ref_in = in;
-      ref_in.inv_scale = want.inv_scale();
-      ref_in.skip = model::grads_non_finite(spec, inst, in);
-      skipped = skipped || ref_in.skip;
-      overflowed = overflowed || (ref_in.skip && !model::grads_non_finite(
-                                                     spec, inst, scaled_inputs(spec, schedule, k,
-                                                                               1.0f, injected)));
-      rig.step(in);
-      ref.step(ref_in);
-      want.update(ref_in.skip);
-      const int step = static_cast<int>(k + 1);
-      check_scaler(rig, want, plan, step, behaviour);
-      for (size_t g = 0; g < plan.groups.size(); ++g) {
-        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-          check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kModelParams, behaviour);
-          if (ref.state(g, i).step > 0) {
-            check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kState, behaviour);
-          }
-        }
-      }
-    }
-  });
-  RC_CLASSIFY(skipped, "a step skipped");
-  RC_CLASSIFY(overflowed, "the scale overflowed a 16-bit grad");
-  RC_CLASSIFY(scaler.dynamic, "dynamic scaler");
 }
 
 void run_offload_invariance(const model::CaseSpec& spec, const gen::Schedule& schedule,

@@ -2,21 +2,13 @@
 // inside: the port stepped alongside model::RankReference, rank by rank.
 #pragma once
 
-#include "model/grad_scaler.h"
 #include "model/spec.h"
 #include "properties/gen/step_gen.h"
+#include "properties/rank_checks.h"
 #include "sim/port/behaviour.h"
 #include "sim/rig/rank_under_test.h"
 
 namespace sc::props {
-
-// What a numerical property claims.
-enum class NumericClaim {
-  kModelParams,  // after every step every owned piece equals the reference, bit for bit
-  kState,        // exp_avg, exp_avg_sq, step and the fp32 master equal the reference
-  kPlacement,    // the hybrid optimizer's placement equals model::plan_offload
-  kUnchanged,    // every owned piece still holds its initial value (zero-lr schedules)
-};
 
 // Steps the checked ranks of both instances of `spec` through `schedule` under `behaviour` and
 // RC_ASSERTs `claim`.
@@ -35,23 +27,6 @@ void run_pinned_copies_property(const model::CaseSpec& spec, const gen::Schedule
                                 const sut::Behaviour& behaviour);
 // Runs `spec` at its own offload fraction and at `other_fraction` and RC_ASSERTs that every owned
 // piece agrees within the operation-order tolerance (sim/rig/tolerances.h).
-// A grad element set to inf, -inf or NaN before step `step` (0-based) of a schedule: parameter
-// `param`, element `element` modulo its size.
-struct NonFiniteGrad {
-  size_t step = 0, param = 0, element = 0;
-  int kind = 0;  // 0: inf, 1: -inf, 2: NaN
-};
-
-// The step flow with a loss scaler: every checked rank gets `scaler`, each step's grads are the
-// schedule's multiplied by the model scaler's current scale, with `injected` on top. After every
-// step the scaler's state and every owned piece (and, once stepped, the optimizer state) equal
-// the reference, which skips exactly the steps whose grads hold inf or NaN anywhere in the
-// instance (model::grads_non_finite) and unscales the others.
-void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                            const model::GradScalerConfig& scaler,
-                            const std::vector<NonFiniteGrad>& injected,
-                            const sut::Behaviour& behaviour);
-
 void run_offload_invariance(const model::CaseSpec& spec, const gen::Schedule& schedule,
                             const sut::Behaviour& behaviour, double other_fraction);
 // Runs `spec` with the hybrid optimizer at fraction 1 (every piece stepped by LibTorch's AdamW on

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <rapidcheck.h>
@@ -18,6 +19,7 @@
 #include "properties/real_code_props.h"
 #include "properties/scaler_props.h"
 #include "properties/shape_props.h"
+#include "properties/step_flow_props.h"
 #include "properties/support.h"
 
 namespace sc::props {
@@ -346,24 +348,45 @@ rc::Gen<model::GradScalerConfig> factory_scaler() {
   });
 }
 
+// Up to `most` grad elements of `c` set to one of `values` at a step of `s`.
+rc::Gen<std::vector<InjectedGrad>> injected_grads(const model::CaseSpec& c, const gen::Schedule& s,
+                                                  size_t most, std::vector<float> values) {
+  return rc::gen::resize(
+      rc::kNominalSize,
+      rc::gen::container<std::vector<InjectedGrad>>(
+          *rc::gen::inRange<size_t>(0, most + 1),
+          // By value: RapidCheck runs this again while shrinking, after this frame is gone.
+          rc::gen::exec([steps = s.steps.size(), params = c.params.size(), values] {
+            InjectedGrad n;
+            n.step = *rc::gen::inRange<size_t>(0, steps);
+            n.param = *rc::gen::inRange<size_t>(0, params);
+            n.element = *rc::gen::inRange<size_t>(0, 1 << 16);
+            n.value = values[*rc::gen::inRange<size_t>(0, values.size())];
+            return n;
+          })));
+}
+
 void found_inf_body(const sut::Behaviour& b) {
   const model::CaseSpec c = *gen::case_spec();
   const gen::Schedule s = *gen::schedule(c, kMaxSteps);
   const model::GradScalerConfig scaler = *rc::gen::resize(rc::kNominalSize, factory_scaler());
-  const auto injected = *rc::gen::resize(
-      rc::kNominalSize,
-      rc::gen::container<std::vector<NonFiniteGrad>>(
-          // By value: RapidCheck runs this again while shrinking, after this frame is gone.
-          *rc::gen::inRange<size_t>(0, 3), rc::gen::exec([steps = s.steps.size(),
-                                                           params = c.params.size()] {
-            NonFiniteGrad n;
-            n.step = *rc::gen::inRange<size_t>(0, steps);
-            n.param = *rc::gen::inRange<size_t>(0, params);
-            n.element = *rc::gen::inRange<size_t>(0, 1 << 16);
-            n.kind = *rc::gen::inRange(0, 3);
-            return n;
-          })));
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto injected =
+      *injected_grads(c, s, 2, {inf, -inf, std::numeric_limits<float>::quiet_NaN()});
   run_found_inf_property(c, s, scaler, injected, b);
+}
+
+// Clipping off, or `clip_grad` a multiple of the first step's norm: far below it (every step
+// clips, tiny grads become zeros), near it, or above it (no step clips).
+void grad_stats_body(const sut::Behaviour& b) {
+  const model::CaseSpec c = *gen::case_spec();
+  const gen::Schedule s = *gen::schedule(c, kMaxSteps);
+  const double factor =
+      *gen::weighted_choice<double>({{1, 0.0}, {2, 1e-3}, {1, 0.25}, {1, 1.0}, {1, 4.0}});
+  const bool log_num_zeros = *gen::weighted_choice<bool>({{2, true}, {1, false}});
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  const auto injected = *injected_grads(c, s, 4, {0.0f, -0.0f, tiny, -tiny});
+  run_grad_stats_property(c, s, factor, log_num_zeros, injected, b);
 }
 
 std::vector<Property> step_flow_properties() {
@@ -376,6 +399,20 @@ std::vector<Property> step_flow_properties() {
                     "accelerator; every other step equals the reference bit for bit; the "
                     "scaler's scale and trackers equal the model's after every step",
                     {"MP-found-inf-not-reduced", "MP-step-despite-inf"}, found_inf_body),
+      port_only(
+          drawn_in_body("StepFlow.ClippingAndZeroCountEqualTheModel",
+                        "with `clip_grad` and `log_num_zeros_in_grad`: the step's global grad "
+                        "norm is within the named summation-order tolerance of the exact norm "
+                        "with every main-grad element of the instance counted once (offload and "
+                        "precision-aware decoupled grads included), the zero count after "
+                        "clipping equals the model's exactly, and every piece and its state "
+                        "equal the reference clipped by the reported norm's coefficient, bit "
+                        "for bit",
+                        {"CLIP-norm-not-reduced", "CLIP-always-scaled", "CLIP-pa-reads-grad",
+                         "ZEROS-counted-before-clipping"},
+                        grad_stats_body),
+          "the Megatron worker does not yet simulate the grad-stats group's SUM all-reduce of "
+          "the other ranks' squared norms and zero counts"),
       port_only(drawn_in_body("GradScalerDiff.UpdatesAndReloadsMatchTheModel",
                               "Megatron's constant and dynamic loss scalers over drawn arguments "
                               "and sequences of steps with finite or non-finite grads and "

@@ -200,6 +200,10 @@ const std::vector<Behaviour>& all_mutants() {
     add("SCALER-growth-tracker-kept", &Behaviour::mutant_scaler_growth_tracker_kept);
     add("MP-found-inf-not-reduced", &Behaviour::mutant_found_inf_not_reduced);
     add("MP-step-despite-inf", &Behaviour::mutant_step_despite_inf);
+    add("CLIP-norm-not-reduced", &Behaviour::mutant_clip_norm_not_reduced);
+    add("CLIP-always-scaled", &Behaviour::mutant_clip_always_scaled);
+    add("CLIP-pa-reads-grad", &Behaviour::mutant_clip_pa_reads_grad);
+    add("ZEROS-counted-before-clipping", &Behaviour::mutant_zeros_before_clipping);
     // Mutants of the pipelined offload, on its variant.
     Behaviour pipelined = *composed("patched+pipelined");
     pipelined.is_mutant = true;

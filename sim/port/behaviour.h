@@ -185,6 +185,15 @@ struct Behaviour {
   // Mutant MP-step-despite-inf: the step goes on after inf/NaN was found (the scaler still
   // backs off).
   bool mutant_step_despite_inf = false;
+  // Gradient-statistics mutants (our own): the squared norm not SUM-reduced over the grad-stats
+  // group (each rank clips by its own shards' norm);
+  bool mutant_clip_norm_not_reduced = false;
+  // the grads multiplied by the coefficient even when it is 1 or more (scaled up);
+  bool mutant_clip_always_scaled = false;
+  // precision-aware, the norm and the clipping read `.grad` instead of `.decoupled_grad`;
+  bool mutant_clip_pa_reads_grad = false;
+  // the zeros counted before the clipping, which can turn tiny grads into zeros.
+  bool mutant_zeros_before_clipping = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

@@ -401,14 +401,67 @@ bool DistributedOptimizer::unscale_main_grads_and_check_for_nan() {
   return found_inf;
 }
 
-bool DistributedOptimizer::step() {
+void DistributedOptimizer::set_grad_stats(double clip_grad, bool log_num_zeros_in_grad,
+                                          GradStatsSum sum) {
+  config_.clip_grad = clip_grad;
+  config_.log_num_zeros_in_grad = log_num_zeros_in_grad;
+  grad_stats_sum_ = std::move(sum);
+}
+
+std::vector<torch::Tensor> DistributedOptimizer::main_grads_for_grad_norm() const {
+  // CLIP-pa-reads-grad: `.grad` read even when precision-aware (it is None there).
+  const bool decoupled = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8 &&
+                         !behaviour_.mutant_clip_pa_reads_grad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& group : optimizer_->param_groups()) {
+    for (const auto& param : group.params()) {
+      torch::Tensor grad = decoupled ? attrs_->decoupled_grad(param) : param.grad();
+      if (grad.defined()) grads.push_back(grad);
+    }
+  }
+  return grads;
+}
+
+double DistributedOptimizer::clip_grad_norm(double clip_grad) {
+  const std::vector<torch::Tensor> grads = main_grads_for_grad_norm();
+  // CLIP-norm-not-reduced: each rank's norm of its own shards only.
+  const double grad_norm = get_grad_norm_fp32(
+      grads, behaviour_.mutant_clip_norm_not_reduced ? GradStatsSum() : grad_stats_sum_);
+  // `clip_grad_by_total_norm_fp32(params, ...)` collects the same grads again (no separate
+  // grad-norm groups here) and asserts fp32 grads unless precision-aware.
+  if (clip_grad > 0.0 && !grads.empty()) {
+    if (!config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8) {
+      for (const auto& g : grads) TORCH_CHECK(g.scalar_type() == torch::kFloat, "AssertionError");
+    }
+    clip_grad_by_total_norm_fp32(grads, clip_grad, grad_norm, behaviour_.mutant_clip_always_scaled);
+  }
+  return grad_norm;
+}
+
+int64_t DistributedOptimizer::count_zeros() const {
+  return count_zeros_fp32(main_grads_for_grad_norm(), grad_stats_sum_);
+}
+
+StepResult DistributedOptimizer::step() {
   torch::NoGradGuard no_grad;
   copy_model_grads_to_main_grads();
   if (grad_scaler_) {
     const bool found_inf = unscale_main_grads_and_check_for_nan();
     grad_scaler_->update(found_inf);
     // MP-step-despite-inf: the early return on inf/NaN dropped.
-    if (found_inf && !behaviour_.mutant_step_despite_inf) return false;
+    if (found_inf && !behaviour_.mutant_step_despite_inf) return StepResult{};
+  }
+  StepResult result{true, 0.0, 0};
+  // The norm and the count end in `.item()`, which waits for the device; the port reads the
+  // grads on the host, so it waits first.
+  if (config_.clip_grad > 0.0 || config_.log_num_zeros_in_grad) streams_->synchronize();
+  // ZEROS-counted-before-clipping: the count taken ahead of the clipping.
+  if (config_.log_num_zeros_in_grad && behaviour_.mutant_zeros_before_clipping) {
+    result.num_zeros_in_grad = count_zeros();
+  }
+  if (config_.clip_grad > 0.0) result.grad_norm = clip_grad_norm(config_.clip_grad);
+  if (config_.log_num_zeros_in_grad && !behaviour_.mutant_zeros_before_clipping) {
+    result.num_zeros_in_grad = count_zeros();
   }
   if (dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
     optimizer_->step();  // enqueues its own work
@@ -416,7 +469,7 @@ bool DistributedOptimizer::step() {
     streams_->enqueue(Streams::kCurrent, "optimizer step", {}, {}, [this] { optimizer_->step(); });
   }
   copy_main_params_to_model_params();
-  return true;
+  return result;
 }
 
 // ---- state_dict / load_state_dict and the parameter state (distrib_optimizer.py ~836-1241) ----

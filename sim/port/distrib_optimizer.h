@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sim/port/behaviour.h"
+#include "sim/port/clip_grads.h"
 #include "sim/port/grad_scaler.h"
 #include "sim/port/param_buffer.h"
 #include "sim/port/streams.h"
@@ -62,6 +63,16 @@ struct OptimizerConfig {
   bool use_precision_aware_optimizer_no_fp8_or_ds_fp8 = false;
   bool store_param_remainders = true;
   bool bf16 = false;  // the run's --bf16 (placeholder master_param dtype in load_state_dict)
+  double clip_grad = 0.0;              // > 0: each step clips by the global grad norm
+  bool log_num_zeros_in_grad = false;  // each step counts the zeros of the main grads
+};
+
+// What `MixedPrecisionOptimizer.step` returns: (False, None, None) when inf/NaN skipped it, else
+// (success, grad_norm, num_zeros_in_grad) with 0.0 and 0 where clipping or counting is off.
+struct StepResult {
+  bool success = false;
+  std::optional<double> grad_norm;
+  std::optional<int64_t> num_zeros_in_grad;
 };
 
 // The values of Megatron's `param_group_identifier_keys` (wd_mult, lr_mult, is_expert_parallel,
@@ -155,11 +166,24 @@ class DistributedOptimizer {
                        torch::Device accelerator, TensorAttrs* attrs,
                        const Probe& before_hand_over = nullptr, Streams* streams = nullptr);
 
-  // `MixedPrecisionOptimizer.step` without clipping and zero counting: model grads to main
-  // grads; with a grad scaler, the main grads unscaled and checked for inf/NaN (the flag
-  // MAX-reduced over the grad-stats group), the scaler updated and, on inf/NaN, nothing more;
-  // else the inner optimizer's step and main params to model params. False when it skipped.
-  bool step();
+  // `MixedPrecisionOptimizer.step`: model grads to main grads; with a grad scaler, the main
+  // grads unscaled and checked for inf/NaN (the flag MAX-reduced over the grad-stats group), the
+  // scaler updated and, on inf/NaN, nothing more; else clipping by the global grad norm
+  // (`clip_grad` > 0), the zero count (`log_num_zeros_in_grad`), the inner optimizer's step and
+  // main params to model params.
+  StepResult step();
+  // `clip_grad` and `log_num_zeros_in_grad` of the config, and the SUM all-reduce over the
+  // grad-stats group that the norm and the zero count use (the rig simulates the other ranks).
+  void set_grad_stats(double clip_grad, bool log_num_zeros_in_grad, GradStatsSum sum);
+  // `get_main_grads_for_grad_norm`: the grad (`.decoupled_grad` when precision-aware) of every
+  // parameter of the inner optimizer's groups that has one. Megatron also drops parameters marked
+  // `shared` and tensor-parallel duplicates; the port's worlds have neither (no `shared`
+  // attribute, tensor-parallel size 1).
+  std::vector<torch::Tensor> main_grads_for_grad_norm() const;
+  // `clip_grad_norm(clip_grad)`: the global norm, and the grads clipped by it; returns the norm.
+  double clip_grad_norm(double clip_grad);
+  // `count_zeros()`.
+  int64_t count_zeros() const;
   // The `grad_scaler` constructor argument (Megatron's factory gives one for fp16 or
   // `--loss-scale`), and the MAX all-reduce of the found-inf flag over the grad-stats group
   // (`reduce_max(local)` returns the group's flag; the rig simulates the other ranks).
@@ -272,6 +296,7 @@ class DistributedOptimizer {
   TensorAttrs* attrs_;
   std::unique_ptr<GradScaler> grad_scaler_;
   std::function<bool(bool)> found_inf_reduce_max_;
+  GradStatsSum grad_stats_sum_;
   // `_unscale_main_grads_and_check_for_nan`.
   bool unscale_main_grads_and_check_for_nan();
   std::unique_ptr<Streams> own_streams_;

@@ -177,6 +177,15 @@ class MegatronRank final : public RankUnderTest {
     out.hysteresis_tracker = r.at("hysteresis_tracker").get<int64_t>();
     return out;
   }
+  void use_grad_stats(double, bool) override {
+    throw std::logic_error(
+        "use_grad_stats: the Megatron worker does not yet simulate the grad-stats group's SUM "
+        "all-reduce (the other ranks' squared norms and zero counts)");
+  }
+  StepReport last_step() const override {
+    throw std::logic_error("last_step: the Megatron worker does not yet report the step's "
+                           "grad norm and zero count");
+  }
   void set_model_values(const std::vector<std::vector<float>>& values) override {
     json v = json::array();
     for (const auto& p : values) v.push_back(to_bits(p));

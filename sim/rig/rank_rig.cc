@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "sim/rig/grad_scalers.h"
+#include "sim/rig/grad_stats_group.h"
 #include "sim/rig/host_block_cache.h"
 #include "sim/rig/initial_values.h"
 #include "sim/engines/engines.h"
@@ -77,6 +78,9 @@ struct RankRigImpl {
   // Whether the grads of the current step hold inf/NaN in any rank's shards (every DP rank holds
   // the same reduced grads): the MAX all-reduce of the found-inf flag that the rig simulates.
   bool group_found_inf = false;
+  // The grad-stats group's SUM all-reduce, once use_grad_stats set it up.
+  std::unique_ptr<GradStatsGroupSim> grad_stats;
+  StepReport last;
 
   RankRigImpl(const model::CaseSpec& c_, model::Instance inst, int64_t r, const sut::Behaviour& b,
               torch::Device d, const StreamSchedule& schedule)
@@ -463,7 +467,27 @@ void RankRig::step(const model::StepInputs& in) {
     const torch::Tensor in_buffer = values[i].to(r.params[i].main_grad.scalar_type());
     r.group_found_inf = r.group_found_inf || !torch::isfinite(in_buffer).all().item<bool>();
   }
-  r.dist->step();
+  if (r.grad_stats) {
+    const sut::GradScaler* scaler = r.dist->grad_scaler();
+    r.grad_stats->begin_step(in.grads, scaler ? scaler->inv_scale().cpu().item<float>() : 1.0f);
+  }
+  const sut::StepResult result = r.dist->step();
+  r.last = StepReport{result.success, result.grad_norm, result.num_zeros_in_grad};
+}
+
+void RankRig::use_grad_stats(double clip_grad, bool log_num_zeros_in_grad) {
+  RankRigImpl& r = *impl_;
+  TORCH_CHECK(r.dist, "RankRig::use_grad_stats: construction failed");
+  r.grad_stats = std::make_unique<GradStatsGroupSim>(r.c, r.instance, r.rank, clip_grad,
+                                                     r.device);
+  GradStatsGroupSim* group = r.grad_stats.get();
+  r.dist->set_grad_stats(clip_grad, log_num_zeros_in_grad,
+                         [group](torch::Tensor& t) { group->all_reduce_sum(t); });
+}
+
+StepReport RankRig::last_step() const {
+  impl_->drain();
+  return impl_->last;
 }
 
 void RankRig::use_grad_scaler(const model::GradScalerConfig& config) {

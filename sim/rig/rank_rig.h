@@ -49,6 +49,8 @@ class RankRig final : public RankUnderTest {
   void step(const model::StepInputs& in) override;
   void use_grad_scaler(const model::GradScalerConfig& config) override;
   std::optional<model::GradScalerState> grad_scaler_state() const override;
+  void use_grad_stats(double clip_grad, bool log_num_zeros_in_grad) override;
+  StepReport last_step() const override;
   void set_model_values(const std::vector<std::vector<float>>& values) override;
   void zero_grad(bool set_to_none) override;
   void reload_model_params() override;

@@ -107,6 +107,15 @@ struct GatheredCheckpoint {
   std::shared_ptr<const GatheredCheckpointImpl> impl;
 };
 
+// What the last step returned (`MixedPrecisionOptimizer.step`'s three values): success, and
+// the grad norm and zero count, nullopt when inf/NaN skipped the step, 0 where clipping or
+// counting is off.
+struct StepReport {
+  bool success = false;
+  std::optional<double> grad_norm;
+  std::optional<int64_t> num_zeros_in_grad;
+};
+
 // One rank of one instance of a case, built by a system under test and kept alive for stepping.
 class RankUnderTest {
  public:
@@ -127,6 +136,12 @@ class RankUnderTest {
   virtual void use_grad_scaler(const model::GradScalerConfig& config) = 0;
   // The scaler's state after the last step (nullopt without a scaler).
   virtual std::optional<model::GradScalerState> grad_scaler_state() const = 0;
+  // Sets the optimizer config's `clip_grad` (> 0: each step clips the main grads by their global
+  // norm) and `log_num_zeros_in_grad`. The grad-stats group's other ranks (the instance's other
+  // DP ranks, which hold the same reduced grads) are simulated.
+  virtual void use_grad_stats(double clip_grad, bool log_num_zeros_in_grad) = 0;
+  // What the last step returned.
+  virtual StepReport last_step() const = 0;
   // Overwrites every parameter of this instance with `values` (per parameter, in case order), as
   // loading model weights does.
   virtual void set_model_values(const std::vector<std::vector<float>>& values) = 0;

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 namespace sc::tol {
 
@@ -48,6 +50,47 @@ inline double op_order_fp32(double value, double lr_max, int steps, double beta1
 inline double op_order_16bit(double value, double lr_max, int steps, int mantissa_bits) {
   return op_order_fp32(value, lr_max, steps) + std::ldexp(std::fabs(value), -mantissa_bits) +
          std::ldexp(1.0, -24);
+}
+
+// The global grad norm on Megatron's path without Transformer Engine and Apex
+// (sut::get_grad_norm_fp32) against the exact one (model::exact_grad_norm: every main-grad
+// element squared and summed in double). The summation orders are LibTorch's and cannot be
+// reproduced, so the bound is the worst case of any order, to first order in u = 2^-24 and in
+// the unit roundoff u_a of the type a tensor's norm accumulates in (fp32, u_a = u; but LibTorch
+// 1.13's CPU `torch.norm` of an fp16 tensor accumulates in fp16, u_a = 2^-11: ones(1000) * 3 in
+// fp16 gives 90.75 for 94.87):
+// (1) one tensor's norm: a sum of n non-negative squares accumulated in any order is off by at
+//     most n u_a relative (the squares' roundings included), its square root by half that, plus
+//     the root's rounding: n u_a / 2 + u; `largest` is the largest tensor's n;
+// (2) that norm rounded to the main grad's dtype (precision-aware decoupled grads are bf16 or
+//     fp16): half an ulp, u_d = 2^-(mantissa_bits + 1);
+// (3) the norm of the `tensors` per-tensor norms, in the same dtype: tensors u_a / 2 + u + u_d;
+// (4) the square in fp32 doubles the relative error and adds u; the SUM over `ranks` adds
+//     ranks u to the square; the square root in double halves it all again.
+// Together: (largest + tensors) u_a / 2 + (ranks / 2 + 3) u + 2 u_d. The exact side's double sum
+// adds elements 2^-52. Where (largest + tensors) u_a reaches 1/2 first order means nothing and
+// no bound is given (infinity). Squares below the accumulating type's range underflow: each
+// loses at most half its smallest subnormal s_a (2^-149 for fp32, 2^-24 for fp16), the norm at
+// most sqrt(elements s_a / 2); and each rounded norm loses up to half the main grad's smallest
+// subnormal s_d (2^-149, 2^-133 for bf16, 2^-24 for fp16) where it is tiny.
+struct GradNormTerms {
+  int64_t largest = 0, tensors = 0, elements = 0, ranks = 1;
+  int grad_mantissa_bits = 23;        // the main grads' dtype (the fewest bits among them)
+  double grad_min_subnormal = 0;      // s_d
+  int accumulate_mantissa_bits = 23;  // 10 where fp16 accumulates in fp16
+  double accumulate_min_subnormal = 0;  // s_a
+};
+
+inline double grad_norm(double exact, const GradNormTerms& t) {
+  const double u = std::ldexp(1.0, -24), u_d = std::ldexp(1.0, -(t.grad_mantissa_bits + 1));
+  const double u_a = std::ldexp(1.0, -(t.accumulate_mantissa_bits + 1));
+  const double terms = static_cast<double>(t.largest + t.tensors);
+  if (terms * u_a >= 0.5) return std::numeric_limits<double>::infinity();
+  const double rel = terms * u_a / 2 + (static_cast<double>(t.ranks) / 2 + 3) * u + 2 * u_d +
+                     static_cast<double>(t.elements) * std::ldexp(1.0, -52);
+  const double abs = std::sqrt(static_cast<double>(t.elements) * t.accumulate_min_subnormal / 2) +
+                     static_cast<double>(t.tensors + 1) * t.grad_min_subnormal / 2;
+  return rel * exact + abs;
 }
 
 }  // namespace sc::tol

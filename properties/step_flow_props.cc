@@ -1,0 +1,239 @@
+#include "properties/step_flow_props.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include <rapidcheck.h>
+
+#include "model/grad_stats.h"
+#include "model/reference.h"
+#include "properties/rank_checks.h"
+#include "properties/support.h"
+#include "sim/rig/rank_under_test.h"
+#include "sim/rig/tolerances.h"
+
+namespace sc::props {
+
+namespace {
+
+// Step `k`'s grads: the schedule's, times `scale`, with `injected` on top.
+model::StepInputs scaled_inputs(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                                size_t k, float scale, const std::vector<InjectedGrad>& injected) {
+  model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
+  if (scale != 1.0f) {
+    for (auto& g : in.grads) {
+      for (float& x : g) x *= scale;
+    }
+  }
+  for (const InjectedGrad& n : injected) {
+    if (n.step != k || n.param >= in.grads.size() || in.grads[n.param].empty()) continue;
+    in.grads[n.param][n.element % in.grads[n.param].size()] = n.value;
+  }
+  return in;
+}
+
+// The port's loss scaler against the model's, after step `k` (1-based).
+void check_scaler(const sim::RankUnderTest& rig, const model::GradScalerModel& want,
+                  const model::RankPlan& plan, int k, const sut::Behaviour& b) {
+  const auto got = rig.grad_scaler_state();
+  if (got && *got == want.state()) return;
+  std::ostringstream os;
+  os.precision(9);
+  os << "rank " << plan.rank << " after step " << k << ": loss scaler ";
+  if (got) {
+    os << "scale " << got->scale << ", trackers " << got->growth_tracker << "/"
+       << got->hysteresis_tracker;
+  } else {
+    os << "missing";
+  }
+  os << "; model scale " << want.state().scale << ", trackers " << want.state().growth_tracker
+     << "/" << want.state().hysteresis_tracker;
+  check(os.str(), b);
+}
+
+}  // namespace
+
+void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                            const model::GradScalerConfig& scaler,
+                            const std::vector<InjectedGrad>& injected,
+                            const sut::Behaviour& behaviour) {
+  const model::FmaMode fma = fma_mode();
+  bool skipped = false, overflowed = false;
+  for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/1000 + r);
+    sim::RankUnderTest& rig = *owned;
+    check(check_constructed(rig.construction()), behaviour);
+    const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
+    model::RankReference ref(spec, plan, rig.initial_values(), fma, device().is_cuda());
+    if (ref.step_error()) return;  // a step that raises is the numerical properties' claim
+    rig.use_grad_scaler(scaler);
+    model::GradScalerModel want(scaler);
+    for (size_t k = 0; k < schedule.steps.size(); ++k) {
+      const model::StepInputs in = scaled_inputs(spec, schedule, k, want.state().scale, injected);
+      model::StepInputs ref_in = in;
+      ref_in.inv_scale = want.inv_scale();
+      ref_in.skip = model::grads_non_finite(spec, inst, in);
+      skipped = skipped || ref_in.skip;
+      overflowed = overflowed || (ref_in.skip && !model::grads_non_finite(
+                                                     spec, inst, scaled_inputs(spec, schedule, k,
+                                                                               1.0f, injected)));
+      rig.step(in);
+      ref.step(ref_in);
+      want.update(ref_in.skip);
+      const int step = static_cast<int>(k + 1);
+      check_scaler(rig, want, plan, step, behaviour);
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kModelParams, behaviour);
+          if (ref.state(g, i).step > 0) {
+            check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kState, behaviour);
+          }
+        }
+      }
+    }
+  });
+  RC_CLASSIFY(skipped, "a step skipped");
+  RC_CLASSIFY(overflowed, "the scale overflowed a 16-bit grad");
+  RC_CLASSIFY(scaler.dynamic, "dynamic scaler");
+}
+namespace {
+
+// The smallest positive value of `dtype`.
+double min_subnormal(model::DType dtype) {
+  switch (dtype) {
+    case model::DType::kBFloat16: return std::ldexp(1.0, -133);
+    case model::DType::kFloat16: return std::ldexp(1.0, -24);
+    default: return std::numeric_limits<float>::denorm_min();
+  }
+}
+
+std::string step_name(const model::RankPlan& plan, int step) {
+  return std::string(plan.instance == model::Instance::kExpert ? "expert" : "dense") + " rank " +
+         std::to_string(plan.rank) + " step " + std::to_string(step);
+}
+
+// Whether a rounded norm may leave its range, so that infinity is right: the square of the
+// norm in fp32, or a per-tensor norm in a 16-bit dtype (fp16's squares themselves where
+// LibTorch's CPU kernels accumulate fp16 in fp16). A shard's norm is at most its parameter's.
+bool norm_may_overflow(const model::CaseSpec& spec, model::Instance instance,
+                       const model::StepInputs& in, double exact, double tol) {
+  if (exact + tol >= std::sqrt(model::max_finite(model::DType::kFloat32))) return true;
+  for (size_t p = 0; p < spec.params.size(); ++p) {
+    const model::ParamSpec& param = spec.params[p];
+    if (param.is_expert != (instance == model::Instance::kExpert)) continue;
+    const model::DType d = model::main_grad_dtype(spec, param);
+    if (d == model::DType::kFloat32) continue;
+    double limit = model::max_finite(d);
+    if (d == model::DType::kFloat16 && !device().is_cuda()) limit = std::sqrt(limit);
+    if (model::exact_param_grad_norm(spec, p, in) * (1 + tol / exact) >= limit) return true;
+  }
+  return false;
+}
+
+// The reported norm against the exact one, within tol::grad_norm, or infinity where a rounded
+// norm may overflow. Returns false where tol::grad_norm gives no bound.
+bool check_grad_norm(const model::CaseSpec& spec, const model::RankPlan& plan, int step,
+                     const model::StepInputs& in, double got, const sut::Behaviour& b) {
+  const double exact = model::exact_grad_norm(spec, plan.instance, in);
+  const model::GradNormShape shape = model::grad_norm_shape(spec, plan.instance);
+  const bool fp16_accumulates = shape.has_fp16 && !device().is_cuda();
+  tol::GradNormTerms terms;
+  terms.largest = shape.largest;
+  terms.tensors = shape.tensors;
+  terms.elements = shape.elements;
+  terms.ranks = model::instance_dp(spec, plan.instance);
+  terms.grad_mantissa_bits = model::mantissa_bits(shape.dtype);
+  terms.grad_min_subnormal = min_subnormal(shape.dtype);
+  const model::DType accumulates = fp16_accumulates ? model::DType::kFloat16 : model::DType::kFloat32;
+  terms.accumulate_mantissa_bits = model::mantissa_bits(accumulates);
+  terms.accumulate_min_subnormal = min_subnormal(accumulates);
+  const double tol = tol::grad_norm(exact, terms);
+  if (std::isinf(got) ? norm_may_overflow(spec, plan.instance, in, exact, tol)
+                      : std::fabs(got - exact) <= tol) {
+    return !std::isinf(tol);
+  }
+  std::ostringstream os;
+  os.precision(17);
+  os << step_name(plan, step) << ": grad norm " << got << ", exact " << exact << " (difference "
+     << std::fabs(got - exact) << ", tolerance " << tol << ")";
+  check(os.str(), b);
+  return true;
+}
+
+// One step's report against the model; returns the inputs the reference steps with (clipped
+// by the coefficient of the reported norm). `bounded` turns false where the norm had no bound.
+model::StepInputs check_report(const model::CaseSpec& spec, const model::RankPlan& plan, int step,
+                               const model::StepInputs& in, const sim::StepReport& got,
+                               double clip_grad, bool log_num_zeros, bool& bounded,
+                               const sut::Behaviour& b) {
+  if (!got.success || !got.grad_norm || !got.num_zeros_in_grad) {
+    check(step_name(plan, step) + ": the step did not report success, a norm and a count", b);
+  }
+  model::StepInputs ref_in = in;
+  if (clip_grad > 0.0) {
+    bounded = check_grad_norm(spec, plan, step, in, *got.grad_norm, b) && bounded;
+    ref_in.clip_coeff = model::clip_coefficient(clip_grad, *got.grad_norm);
+  } else if (*got.grad_norm != 0.0) {
+    check(step_name(plan, step) + ": a grad norm reported without clipping", b);
+  }
+  const int64_t zeros = log_num_zeros ? model::zeros_in_main_grads(spec, plan.instance, ref_in, device().is_cuda()) : 0;
+  if (*got.num_zeros_in_grad != zeros) {
+    check(step_name(plan, step) + ": " + std::to_string(*got.num_zeros_in_grad) +
+              " zeros in the grads; the model counts " + std::to_string(zeros),
+          b);
+  }
+  return ref_in;
+}
+
+}  // namespace
+
+void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                             double clip_factor, bool log_num_zeros,
+                             const std::vector<InjectedGrad>& injected,
+                             const sut::Behaviour& behaviour) {
+  const model::FmaMode fma = fma_mode();
+  bool clipped = false, clipping_zeroed = false, bounded = true;
+  for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/1000 + r);
+    sim::RankUnderTest& rig = *owned;
+    check(check_constructed(rig.construction()), behaviour);
+    const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
+    model::RankReference ref(spec, plan, rig.initial_values(), fma, device().is_cuda());
+    if (ref.step_error()) return;  // a step that raises is the numerical properties' claim
+    const double first =
+        model::exact_grad_norm(spec, inst, scaled_inputs(spec, schedule, 0, 1.0f, injected));
+    const double clip_grad = clip_factor * (first > 0.0 && std::isfinite(first) ? first : 1.0);
+    rig.use_grad_stats(clip_grad, log_num_zeros);
+    for (size_t k = 0; k < schedule.steps.size(); ++k) {
+      const int step = static_cast<int>(k + 1);
+      const model::StepInputs in = scaled_inputs(spec, schedule, k, 1.0f, injected);
+      rig.step(in);
+      const model::StepInputs ref_in =
+          check_report(spec, plan, step, in, rig.last_step(), clip_grad, log_num_zeros, bounded,
+                       behaviour);
+      clipped = clipped || ref_in.clip_coeff < 1.0;
+      const bool cuda = device().is_cuda();
+      clipping_zeroed = clipping_zeroed || model::zeros_in_main_grads(spec, inst, ref_in, cuda) >
+                                               model::zeros_in_main_grads(spec, inst, in, cuda);
+      ref.step(ref_in);
+      for (size_t g = 0; g < plan.groups.size(); ++g) {
+        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+          check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kModelParams, behaviour);
+          if (ref.state(g, i).step > 0) {
+            check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kState, behaviour);
+          }
+        }
+      }
+    }
+  });
+  RC_CLASSIFY(clipped, "clipped");
+  RC_CLASSIFY(!bounded, "no bound on the norm (fp16 accumulated in fp16)");
+  RC_CLASSIFY(clipping_zeroed, "clipping made zeros");
+  RC_CLASSIFY(log_num_zeros, "zeros counted");
+  RC_CLASSIFY(spec.precision_aware, "precision-aware");
+  RC_CLASSIFY(spec.cpu_offload, "offload");
+}
+
+}  // namespace sc::props

@@ -1,0 +1,43 @@
+// Bodies of the step-flow properties: the distributed optimizer's step with a loss scaler
+// (unscaling, the found-inf skip) and with gradient statistics (clipping by the global grad
+// norm, zero counting), each checked rank stepped alongside model::RankReference.
+#pragma once
+
+#include <vector>
+
+#include "model/grad_scaler.h"
+#include "model/spec.h"
+#include "properties/gen/step_gen.h"
+#include "sim/port/behaviour.h"
+
+namespace sc::props {
+
+// A grad element set to `value` before step `step` (0-based) of a schedule: parameter `param`,
+// element `element` modulo its size.
+struct InjectedGrad {
+  size_t step = 0, param = 0, element = 0;
+  float value = 0;
+};
+
+// The step flow with a loss scaler: every checked rank gets `scaler`, each step's grads are the
+// schedule's multiplied by the model scaler's current scale, with `injected` on top. After every
+// step the scaler's state and every owned piece (and, once stepped, the optimizer state) equal
+// the reference, which skips exactly the steps whose grads hold inf or NaN anywhere in the
+// instance (model::grads_non_finite) and unscales the others.
+void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                            const model::GradScalerConfig& scaler,
+                            const std::vector<InjectedGrad>& injected,
+                            const sut::Behaviour& behaviour);
+
+// The step flow with gradient statistics: every checked rank gets `clip_grad` = `clip_factor`
+// times the first step's exact grad norm (0: no clipping) and `log_num_zeros`; the schedule's
+// grads carry `injected` on top. After every step the reported grad norm is within
+// tol::grad_norm of model::exact_grad_norm (every element of the instance counted once), the
+// zero count equals the model's exactly, and every owned piece and its optimizer state equal the
+// reference stepped with the grads clipped by the coefficient of the reported norm, bit for bit.
+void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                             double clip_factor, bool log_num_zeros,
+                             const std::vector<InjectedGrad>& injected,
+                             const sut::Behaviour& behaviour);
+
+}  // namespace sc::props

@@ -1,0 +1,61 @@
+#include "sim/port/clip_grads.h"
+
+#include <cmath>
+
+namespace sc::sut {
+
+torch::Tensor local_grad_norm_squared(const std::vector<torch::Tensor>& grads) {
+  torch::Tensor grad_norm;
+  if (grads.empty()) {
+    grad_norm = torch::zeros({1}, torch::kFloat);
+  } else {
+    // `l2 = [[torch.norm(t) for t in tensor_list] for tensor_list in tensor_lists]`: PyTorch 1.13's
+    // `torch.norm(t)` with its default p="fro" and no dim is `frobenius_norm(t, (), False)`, a
+    // 0-dim tensor of t's dtype; `torch.tensor(l2)` keeps that dtype, shape [1, len(grads)].
+    std::vector<torch::Tensor> norms;
+    norms.reserve(grads.size());
+    for (const auto& t : grads) norms.push_back(at::frobenius_norm(t.detach(), {}, false).cpu());
+    const torch::Tensor l2 = torch::stack(norms).unsqueeze(0);
+    const torch::Tensor l2_reduced = at::frobenius_norm(l2, {}, false);
+    // `torch.tensor([float(l2_reduced)], dtype=torch.float)`: through a Python float (double).
+    const double as_python_float = l2_reduced.to(torch::kDouble).item<double>();
+    grad_norm = torch::tensor({static_cast<float>(as_python_float)}, torch::kFloat);
+  }
+  // `total_norm = grad_norm ** norm_type` with norm_type 2.0.
+  return grad_norm.pow(2.0);
+}
+
+double get_grad_norm_fp32(const std::vector<torch::Tensor>& grads, const GradStatsSum& sum) {
+  torch::Tensor total_norm = local_grad_norm_squared(grads);
+  if (sum) sum(total_norm);
+  // `multi_tensor_scale_tensor_impl` is None on this path: `total_norm.item() ** (1.0 / 2.0)`.
+  return std::pow(total_norm.item<double>(), 1.0 / 2.0);
+}
+
+double clip_grad_by_total_norm_fp32(const std::vector<torch::Tensor>& grads, double max_norm,
+                                    double total_norm, bool always_scale) {
+  const double clip_coeff = max_norm / (total_norm + 1.0e-6);
+  if (clip_coeff < 1.0 || always_scale) {
+    // `local_multi_tensor_scale`: `dst.copy_(src * scale)` with src and dst the same grads; a
+    // Python float times a tensor multiplies in the tensor's opmath type by the float rounded to
+    // it, then rounds to the tensor's dtype.
+    for (const auto& g : grads) g.copy_(g * clip_coeff);
+  }
+  return clip_coeff;
+}
+
+torch::Tensor local_zero_count(const std::vector<torch::Tensor>& grads) {
+  torch::Tensor total = torch::zeros({1}, torch::kLong);
+  for (const auto& g : grads) {
+    total = (g.numel() - torch::count_nonzero(g.detach()).cpu()) + total;
+  }
+  return total;
+}
+
+int64_t count_zeros_fp32(const std::vector<torch::Tensor>& grads, const GradStatsSum& sum) {
+  torch::Tensor total = local_zero_count(grads);
+  if (sum) sum(total);
+  return total.item<int64_t>();
+}
+
+}  // namespace sc::sut

@@ -1,0 +1,121 @@
+// Gradient statistics on Megatron's path without Transformer Engine and Apex: the port's norm,
+// clipping and zero count on cases worked by hand (and checked against PyTorch 1.13 in Python),
+// and the model's main grads and coefficient on the same cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "model/grad_stats.h"
+#include "sim/port/clip_grads.h"
+#include "sim/port/torch_pch.h"
+#include "sim/rig/tolerances.h"
+
+namespace sc {
+namespace {
+
+TEST(GradStats, NormOfNormsOfAPythagoreanCaseIsExact) {
+  // torch.norm([3, 4]) = 5, torch.norm([12]) = 12, torch.norm([[5, 12]]) = 13, squared 169.
+  const std::vector<torch::Tensor> grads{torch::tensor({3.0f, 4.0f}), torch::tensor({12.0f})};
+  EXPECT_EQ(sut::local_grad_norm_squared(grads).item<float>(), 169.0f);
+  // The other ranks' squared norms come from the all-reduce: 169 + 144 + 0 = 313.
+  const double norm = sut::get_grad_norm_fp32(grads, [](torch::Tensor& t) { t += 144.0f; });
+  EXPECT_EQ(norm, std::sqrt(313.0));
+}
+
+TEST(GradStats, A16BitDecoupledGradsNormIsRoundedToItsDtype) {
+  // Precision-aware grads are bf16: torch.norm of three bf16 ones is sqrt(3) rounded to bf16,
+  // 1.734375 (PyTorch 1.13: `torch.norm(torch.ones(3, dtype=torch.bfloat16))`).
+  const std::vector<torch::Tensor> grads{torch::ones({3}, torch::kBFloat16)};
+  EXPECT_EQ(sut::get_grad_norm_fp32(grads, nullptr), 1.734375);
+  EXPECT_EQ(sut::local_grad_norm_squared({}).item<float>(), 0.0f);
+}
+
+TEST(GradStats, ClippingScalesOnlyBelowOneAndRoundsInTheGradsDtype) {
+  torch::Tensor fp32 = torch::tensor({1.0f, 2.0f});
+  // max_norm 1, total norm 0.5: coefficient near 2, nothing scaled.
+  EXPECT_GT(sut::clip_grad_by_total_norm_fp32({fp32}, 1.0, 0.5), 1.0);
+  EXPECT_EQ(fp32[1].item<float>(), 2.0f);
+  // bf16 grads times 0.3 / (1 + 1e-6) round to bf16: 0.30078125 and 0.6015625 (PyTorch 1.13).
+  torch::Tensor bf16 = torch::tensor({1.0f, 2.0f}).to(torch::kBFloat16);
+  const double coeff = sut::clip_grad_by_total_norm_fp32({bf16}, 0.3, 1.0);
+  EXPECT_EQ(coeff, 0.3 / (1.0 + 1e-6));
+  EXPECT_EQ(bf16[0].item<float>(), 0.30078125f);
+  EXPECT_EQ(bf16[1].item<float>(), 0.6015625f);
+}
+
+TEST(GradStats, ClippingTurnsTheSmallestSubnormalIntoAZeroThatIsCounted) {
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  torch::Tensor g = torch::tensor({tiny, 3.0f, 0.0f});
+  EXPECT_EQ(sut::count_zeros_fp32({g}, nullptr), 1);
+  sut::clip_grad_by_total_norm_fp32({g}, 0.5, 1.0);  // coefficient just below 1/2
+  EXPECT_EQ(sut::count_zeros_fp32({g}, [](torch::Tensor& t) { t += 5; }), 2 + 5);
+
+  // The model: the same element clipped by 1/2 is zero; unclipped it is not.
+  model::CaseSpec spec;
+  model::ParamSpec p;
+  p.dtype = model::DType::kFloat32;
+  model::StepInputs in;
+  EXPECT_EQ(model::main_grad(spec, p, tiny, in, /*accelerator_is_cuda=*/false), tiny);
+  in.clip_coeff = model::clip_coefficient(0.5, 1.0);
+  EXPECT_EQ(in.clip_coeff, 0.5 / (1.0 + 1e-6));
+  EXPECT_EQ(model::main_grad(spec, p, tiny, in, /*accelerator_is_cuda=*/false), 0.0f);
+}
+
+tol::GradNormTerms terms(int64_t n, int64_t ranks, int grad_bits, int accumulate_bits) {
+  tol::GradNormTerms t;
+  t.largest = t.elements = n;
+  t.tensors = 1;
+  t.ranks = ranks;
+  t.grad_mantissa_bits = grad_bits;
+  t.grad_min_subnormal = std::ldexp(1.0, -149);
+  t.accumulate_mantissa_bits = accumulate_bits;
+  t.accumulate_min_subnormal = std::ldexp(1.0, accumulate_bits == 10 ? -24 : -149);
+  return t;
+}
+
+TEST(GradStats, TheNormToleranceIsWithinAFewUlpsForSmallCasesAndGrowsWithTheirSize) {
+  // One fp32 tensor of 8 elements on 2 ranks: (8 + 1) / 2 + 2 / 2 + 3 = 8.5 u, plus u_d = u twice.
+  const double tol = tol::grad_norm(1.0, terms(8, 2, 23, 23));
+  EXPECT_LT(tol, 11 * std::ldexp(1.0, -24));
+  EXPECT_GT(tol, 10 * std::ldexp(1.0, -24));
+  // bf16 decoupled grads: dominated by the two roundings to bf16, 2^-8 each.
+  EXPECT_NEAR(tol::grad_norm(1.0, terms(8, 2, 7, 23)), std::ldexp(1.0, -7), 1e-5);
+  // fp16 accumulated in fp16 (LibTorch's CPU norm): 2000 squares leave no first-order bound.
+  EXPECT_TRUE(std::isinf(tol::grad_norm(1.0, terms(2000, 1, 10, 10))));
+  EXPECT_FALSE(std::isinf(tol::grad_norm(1.0, terms(100, 1, 10, 10))));
+  // A norm of zero may have been any norm whose squares all underflow.
+  EXPECT_GE(tol::grad_norm(0.0, terms(2, 1, 10, 10)), std::ldexp(1.0, -12));
+}
+
+TEST(GradStats, OnTheHostAnFp16NormAccumulatesInFp16) {
+  // PyTorch 1.13: `torch.norm(torch.ones(1000).half() * 3)` is 90.75 (exact 94.87), and a norm
+  // whose squares pass 65504 is inf.
+  EXPECT_EQ(sut::get_grad_norm_fp32({torch::full({1000}, 3.0f).to(torch::kHalf)}, nullptr), 90.75);
+  EXPECT_TRUE(std::isinf(
+      sut::get_grad_norm_fp32({torch::full({100}, 30.0f).to(torch::kHalf)}, nullptr)));
+}
+
+TEST(GradStats, OnTheHostA16BitGradIsClippedByTheCoefficientRoundedToItsDtype) {
+  // PyTorch 1.13's CPU kernels round a Python float to a 16-bit tensor's dtype before they
+  // multiply: 0.0010647066493855496 becomes 0.001068115234375 in bf16, so 0.625 * it gives
+  // 0.000667572021484375, not the 0.00066375732421875 of an fp32 coefficient.
+  const double coeff = 0.0010647066493855496;
+  torch::Tensor g = torch::tensor({0.625f}).to(torch::kBFloat16);
+  g.copy_(g * coeff);
+  EXPECT_EQ(g.item<float>(), 0.000667572021484375f);
+  model::CaseSpec spec;
+  spec.precision_aware = true;
+  model::ParamSpec p;
+  p.dtype = model::DType::kBFloat16;
+  model::StepInputs in;
+  in.clip_coeff = coeff;
+  EXPECT_EQ(model::main_grad(spec, p, 0.625f, in, /*accelerator_is_cuda=*/false),
+            0.000667572021484375f);
+  EXPECT_EQ(model::main_grad(spec, p, 0.625f, in, /*accelerator_is_cuda=*/true),
+            0.00066375732421875f);
+}
+
+}  // namespace
+}  // namespace sc
