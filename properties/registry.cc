@@ -399,20 +399,17 @@ std::vector<Property> step_flow_properties() {
                     "accelerator; every other step equals the reference bit for bit; the "
                     "scaler's scale and trackers equal the model's after every step",
                     {"MP-found-inf-not-reduced", "MP-step-despite-inf"}, found_inf_body),
-      port_only(
-          drawn_in_body("StepFlow.ClippingAndZeroCountEqualTheModel",
-                        "with `clip_grad` and `log_num_zeros_in_grad`: the step's global grad "
-                        "norm is within the named summation-order tolerance of the exact norm "
-                        "with every main-grad element of the instance counted once (offload and "
-                        "precision-aware decoupled grads included), the zero count after "
-                        "clipping equals the model's exactly, and every piece and its state "
-                        "equal the reference clipped by the reported norm's coefficient, bit "
-                        "for bit",
-                        {"CLIP-norm-not-reduced", "CLIP-always-scaled", "CLIP-pa-reads-grad",
-                         "ZEROS-counted-before-clipping"},
-                        grad_stats_body),
-          "the Megatron worker does not yet simulate the grad-stats group's SUM all-reduce of "
-          "the other ranks' squared norms and zero counts"),
+      drawn_in_body("StepFlow.ClippingAndZeroCountEqualTheModel",
+                    "with `clip_grad` and `log_num_zeros_in_grad`: the step's global grad "
+                    "norm is within the named summation-order tolerance of the exact norm "
+                    "with every main-grad element of the instance counted once (offload and "
+                    "precision-aware decoupled grads included), the zero count after "
+                    "clipping equals the model's exactly, and every piece and its state "
+                    "equal the reference clipped by the reported norm's coefficient, bit "
+                    "for bit",
+                    {"CLIP-norm-not-reduced", "CLIP-always-scaled", "CLIP-pa-reads-grad",
+                     "ZEROS-counted-before-clipping"},
+                    grad_stats_body),
       port_only(drawn_in_body("GradScalerDiff.UpdatesAndReloadsMatchTheModel",
                               "Megatron's constant and dynamic loss scalers over drawn arguments "
                               "and sequences of steps with finite or non-finite grads and "

@@ -228,6 +228,9 @@ void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& s
       }
     }
   });
+  const bool fp16 = model::grad_norm_shape(spec, model::Instance::kDense).has_fp16 ||
+                    model::grad_norm_shape(spec, model::Instance::kExpert).has_fp16;
+  RC_CLASSIFY(clip_factor > 0.0 && fp16, "clipped fp16 decoupled grads");
   RC_CLASSIFY(clipped, "clipped");
   RC_CLASSIFY(!bounded, "no bound on the norm (fp16 accumulated in fp16)");
   RC_CLASSIFY(clipping_zeroed, "clipping made zeros");

@@ -80,7 +80,9 @@ std::string message_text(const std::string& message) {
   const bool typed = colon != std::string::npos && colon >= 5 &&
                      line.compare(colon - 5, 5, "Error") == 0 &&
                      line.find(' ') == colon + 1;
-  return typed ? line.substr(colon + 2) : line;
+  if (!typed) return line;
+  // A bare `assert` raises its type with no message: the type is the message then.
+  return colon + 2 == line.size() ? line.substr(0, colon) : line.substr(colon + 2);
 }
 
 }  // namespace

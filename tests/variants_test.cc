@@ -19,7 +19,7 @@ std::string flags(const Behaviour& b) {
       b.fix_distopt_load_skips_step, b.fix_hdo_accelerator_waits_d2h, b.fix_hdo_pin_fp32_copies,
       b.fix_distopt_reshard_padding, b.fix_distopt_dp_zero_syncs_hdo,
       b.fix_distopt_gathered_remainders, b.fix_hdo_state_device_by_identity,
-      b.fix_hdo_load_empty_state, b.fused_host_adamw,
+      b.fix_hdo_load_empty_state, b.fix_clip_fp16_decoupled_grads, b.fused_host_adamw,
       b.is_mutant};
   std::string out;
   for (bool flag : on) out += flag ? '1' : '0';
@@ -54,7 +54,7 @@ TEST(Variants, TheOldChainNamesAreAliasesOfTheirSets) {
 TEST(Variants, EachChangeSetsItsOwnFlagAndOnlyThat) {
   const Behaviour base = upstream();
   for (const std::string change : {"pr6982", "F1", "F2", "F3", "F4", "F5", "F6", "pr4547", "F7",
-                                   "F8", "F9", "F10", "F11", "fused-host-adamw"}) {
+                                   "F8", "F9", "F10", "F11", "F12", "fused-host-adamw"}) {
     const std::string with = flags_of(change);
     int differing = 0;
     for (size_t k = 0; k < with.size(); ++k) differing += with[k] != flags(base)[k];
@@ -86,7 +86,7 @@ TEST(Variants, MutantsKeepTheirNamesAndAreTheFullyPatchedVariantWithOneBug) {
 }
 
 TEST(Variants, ANameWithAnUnknownOrEmptyPartIsRefused) {
-  for (const std::string bad : {"", "nope", "pr6982+F12", "patched-", "+F1", "F1++F2", "pr6982 ",
+  for (const std::string bad : {"", "nope", "pr6982+F13", "patched-", "+F1", "F1++F2", "pr6982 ",
                                 "patched+MEG-01", "Patched"}) {
     EXPECT_FALSE(behaviour_by_name(bad)) << "'" << bad << "'";
   }

@@ -61,6 +61,17 @@ TP_FUNCTION = "copy_tensor_model_parallel_attributes"
 TP_TABLE = "_MODEL_PARALLEL_ATTRIBUTE_DEFAULTS"
 # Newer trees also copy GTP metadata onto the shards, with a helper of the same kind.
 TP_OPTIONAL_FUNCTIONS = ("copy_gtp_attributes",)
+# The grad norm and zero count filter out tensor-parallel duplicates (tensor_parallel/layers.py)
+# and parameters marked `shared` (transformer/module.py): those two functions are loaded alone.
+TP_DUPLICATE_FUNCTION = "param_is_not_tensor_parallel_duplicate"
+TRANSFORMER_MODULE = "megatron.core.transformer.module"
+SHARED_FUNCTION = "param_is_not_shared"
+
+
+def _tensor_parallel_rank():
+    """parallel_state.get_tensor_model_parallel_rank in the worker's worlds (tensor-parallel
+    size 1)."""
+    return 0
 
 
 # What a case with Transformer Engine may import of it: the stand-in package (te_stand_in.py).
@@ -76,6 +87,8 @@ STAND_INS = [
     "accelerator side, the precision-aware optimizer) a stand-in written from TE's FusedAdam and "
     "its AdamW kernels (sim/megatron/te_stand_in.py, version " + te_stand_in.VERSION + "), "
     "installed where the optimizer modules bound TE's class at import",
+    "parallel_state.get_tensor_model_parallel_rank, which the grad norm's duplicate filter calls: "
+    "0 (the worker's worlds have tensor-parallel size 1)",
 ]
 
 
@@ -155,6 +168,9 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
             return self._real(fullname)
         if fullname == TENSOR_PARALLEL:
             return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(self._tensor_parallel))
+        if fullname == TRANSFORMER_MODULE:
+            return importlib.machinery.ModuleSpec(fullname,
+                                                  _BuiltLoader(self._transformer_module))
         return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(_make_placeholder))
 
     def _empty_package(self, fullname):
@@ -183,10 +199,24 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
         for name in (TP_FUNCTION, TP_TABLE):
             if name not in defined:
                 raise TreeError("api_moved", f"tensor_parallel/layers.py has no '{name}'")
-        wanted = {TP_FUNCTION, TP_TABLE} | (defined & set(TP_OPTIONAL_FUNCTIONS))
-        namespace = _execute(tree, file, wanted)
+        optional = set(TP_OPTIONAL_FUNCTIONS) | {TP_DUPLICATE_FUNCTION}
+        wanted = {TP_FUNCTION, TP_TABLE} | (defined & optional)
+        namespace = _execute(tree, file, wanted, module.__name__,
+                             {"get_tensor_model_parallel_rank": _tensor_parallel_rank})
         for name in wanted - {TP_TABLE}:
             setattr(module, name, namespace[name])
+
+    def _transformer_module(self, module):
+        _make_placeholder(module)
+        file = os.path.join(self.core, "transformer", "module.py")
+        if not os.path.isfile(file):
+            raise TreeError("api_moved", "the tree has no megatron/core/transformer/module.py")
+        with open(file) as f:
+            tree = ast.parse(f.read(), filename=file)
+        if SHARED_FUNCTION not in set().union(*(_defines(node) for node in tree.body)):
+            raise TreeError("api_moved", f"transformer/module.py has no '{SHARED_FUNCTION}'")
+        namespace = _execute(tree, file, {SHARED_FUNCTION}, module.__name__, {})
+        setattr(module, SHARED_FUNCTION, namespace[SHARED_FUNCTION])
 
 
 def _make_te_module(module):
@@ -204,10 +234,11 @@ def _make_placeholder(module):
     module.__path__ = []
 
 
-def _execute(tree, file, names):
-    """Runs only the top-level definitions and assignments of `names` from a parsed file."""
+def _execute(tree, file, names, module_name, given):
+    """Runs only the top-level definitions and assignments of `names` from a parsed file, with
+    the names in `given` defined beside them."""
     body = [node for node in tree.body if _defines(node) & names]
-    namespace = {"__name__": "megatron.core.tensor_parallel.layers", "__file__": file}
+    namespace = {"__name__": module_name, "__file__": file, **given}
     exec(compile(ast.Module(body=body, type_ignores=[]), file, "exec"), namespace)
     return namespace
 
@@ -273,6 +304,7 @@ class Megatron:
             importlib.import_module("megatron.core.optimizer_param_scheduler")
             self.tensor_parallel = importlib.import_module(TENSOR_PARALLEL)
             self.utils = importlib.import_module("megatron.core.utils")
+            self.clip_grads = importlib.import_module("megatron.core.optimizer.clip_grads")
         except TreeError:
             raise
         except Exception as e:  # any failure to import the tree's code

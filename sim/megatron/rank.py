@@ -73,19 +73,77 @@ class GroupStandIn:
 
 class GradStatsGroupStandIn(GroupStandIn):
     """The grad-stats group of the distributed optimizer. Every DP rank holds the same reduced
-    grads, so the client states per step whether another rank's shards hold inf or NaN
-    (`found_inf_elsewhere`); a MAX all-reduce of the found-inf flag on this group combines it
-    with this rank's own. Other collectives on it fail."""
+    grads, so the other ranks are simulated from them: the client states per step whether another
+    rank's shards hold inf or NaN (`found_inf_elsewhere`), which a MAX all-reduce of the found-inf
+    flag combines with this rank's own; and, once `use_grad_stats` gave it every rank's shards,
+    a SUM all-reduce adds the other ranks' squared grad norms (fp32) or zero counts (int64),
+    each computed with Megatron's own clip_grads functions over that rank's shards of the step's
+    main grads, unscaled and clipped as its step would. Shares are added in rank order."""
 
     def __init__(self, size, rank):
         super().__init__(size, rank)
         self.found_inf_elsewhere = False
+        self.clip_grads = None  # Megatron's clip_grads module, once use_grad_stats ran
+        self.shards = []  # per rank: [(case param index, start, end, grad dtype)]
+        self.precision_aware = False
+        self.clip_grad = 0.0
+        self.grads, self.inv_scale, self.total_norm = [], None, None
+
+    def use_grad_stats(self, clip_grads, shards, precision_aware, clip_grad):
+        self.clip_grads, self.shards = clip_grads, shards
+        self.precision_aware, self.clip_grad = precision_aware, clip_grad
+
+    def begin_step(self, grads, inv_scale):
+        """The step's DP-reduced grads (fp32, one per case parameter) and the scaler's
+        inv_scale (None without one)."""
+        self.grads, self.inv_scale, self.total_norm = grads, inv_scale, None
 
     def all_reduce(self, tensor, op):
+        if op == torch.distributed.ReduceOp.SUM and self.clip_grads is not None:
+            self._sum(tensor)
+            return
         if op != torch.distributed.ReduceOp.MAX or tensor.numel() != 1:
-            raise RuntimeError("the grad-stats group stand-in reduces one flag with MAX only")
+            raise RuntimeError("the grad-stats group stand-in reduces one flag with MAX, or, "
+                               "with grad stats, a norm or a count with SUM")
         if self.found_inf_elsewhere:
             tensor.fill_(max(float(tensor.item()), 1.0))
+
+    def _main_grads(self, rank):
+        grads = []
+        for index, start, end, dtype in self.shards[rank]:
+            grad = self.grads[index][start:end].to(dtype)
+            grads.append(grad if self.precision_aware else grad.float())
+        if self.inv_scale is not None:
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, torch.zeros(1),
+                                                             self.inv_scale)
+        return grads
+
+    def _share(self, rank, is_norm):
+        c = self.clip_grads
+        grads = self._main_grads(rank)
+        dummy = torch.zeros(1, dtype=torch.int)
+        if is_norm:
+            if not grads:
+                return torch.zeros(1, dtype=torch.float)
+            norm, _ = c.multi_tensor_applier(c.l2_norm_impl, dummy, [grads], False)
+            return (norm ** 2.0).cpu()
+        if self.total_norm is not None and self.clip_grad > 0.0:
+            coeff = self.clip_grad / (self.total_norm + 1.0e-6)
+            if coeff < 1.0:
+                c.multi_tensor_applier(c.multi_tensor_scale_impl, dummy, [grads, grads], coeff)
+        zeros = torch.zeros(1, dtype=torch.int64)
+        for grad in grads:
+            zeros = (grad.numel() - torch.count_nonzero(grad)) + zeros
+        return zeros
+
+    def _sum(self, tensor):
+        is_norm = tensor.dtype == torch.float
+        total = torch.zeros(tensor.shape, dtype=tensor.dtype)
+        for rank in range(self.size()):
+            total += tensor.cpu() if rank == self.rank() else self._share(rank, is_norm)
+        tensor.copy_(total)
+        if is_norm:
+            self.total_norm = float(total.item()) ** 0.5
 
 
 class ModelChunk:

@@ -221,6 +221,25 @@ def check_loss_scaler(worker):
     assert worker("drop", handle=4)["ok"]
 
 
+def check_grad_stats(worker):
+    """Clipping and zero counting through the grad-stats group stand-in: grads (3, 4, 0) have
+    norm 5, so clip_grad 1 scales them by 1 / (5 + 1e-6) and one zero is counted. With dp 2 and
+    a shards list that gives the other rank the same three elements, its share doubles the
+    squared norm and the count."""
+    for handle, dp, norm, zeros in ((5, 1, 5.0, 1), (6, 2, 50.0 ** 0.5, 2)):
+        built = worker.build(handle, case([param("alpha", [3])], dp=dp))
+        assert built["error"] is None, built
+        assert worker("use_grad_stats", handle=handle, clip_grad=1.0, log_num_zeros_in_grad=True,
+                      shards=[[[0, 0, 3]]] * dp)["ok"]
+        stepped = worker("step", handle=handle, grads=[bits([3.0, 4.0, 0.0])],
+                         hyper=hyper(0.0, 0.0, 1))
+        assert stepped["ok"], stepped
+        last = worker("last_step", handle=handle)
+        assert last["success"] and last["grad_norm"] == norm, last
+        assert last["num_zeros_in_grad"] == zeros, last
+        assert worker("drop", handle=handle)["ok"]
+
+
 def check_fix(tree):
     with tempfile.TemporaryDirectory() as scratch:
         fixed = copy_tree(tree, scratch, lambda s: s.replace(FP32_SHARD, FP32_SHARD_FIXED, 1))
@@ -449,6 +468,8 @@ def main():
         ("TE stand-in arithmetic", check_te_arithmetic),
         ("loss scaler: skip on inf/NaN here or elsewhere, unscaled step", lambda:
          check_loss_scaler(worker)),
+        ("clipping and zero count through the grad-stats stand-in", lambda:
+         check_grad_stats(worker)),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     for name, check in checks:

@@ -88,7 +88,44 @@ class Worker:
             group.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"],
                          weight_decay=h["weight_decay"])
         rank.stats_group.found_inf_elsewhere = bool(request.get("found_inf_elsewhere", False))
-        rank.dist.step()
+        scaler = rank.dist.grad_scaler
+        rank.stats_group.begin_step(
+            [from_bits(bits) for bits in request["grads"]],
+            scaler.inv_scale.clone() if scaler is not None else None)
+        rank.last_step = rank.dist.step()
+
+    def op_use_grad_stats(self, request):
+        """The config's `clip_grad` and `log_num_zeros_in_grad`, set after construction (the
+        step reads them from the shared config); the grad-stats group becomes the stand-in, given
+        every rank's shards ([case param index, start, end] in its groups' order) to simulate the
+        other ranks' shares."""
+        rank = self.rank(request)
+        rank.require_constructed()
+        rank.dist.config.clip_grad = float(request["clip_grad"])
+        rank.dist.config.log_num_zeros_in_grad = bool(request["log_num_zeros_in_grad"])
+        case = rank.case
+        dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+        def grad_dtype(index):
+            if case["grad_reduce_in_fp32"]:
+                return torch.float32
+            return dtypes[case["params"][index]["dtype"]]
+
+        shards = [[(i, start, end, grad_dtype(i)) for i, start, end in ranks]
+                  for ranks in request["shards"]]
+        rank.stats_group.use_grad_stats(self.megatron.clip_grads, shards,
+                                        bool(case["precision_aware"]), float(request["clip_grad"]))
+        rank.dist.grad_stats_parallel_group = rank.stats_group
+
+    def op_last_step(self, request):
+        """What the last step returned: (success, grad_norm, num_zeros_in_grad)."""
+        result = getattr(self.rank(request), "last_step", None)
+        if result is None:
+            raise ValueError("last_step: no step yet")
+        success, grad_norm, num_zeros = result
+        return {"success": bool(success),
+                "grad_norm": None if grad_norm is None else float(grad_norm),
+                "num_zeros_in_grad": None if num_zeros is None else int(num_zeros)}
 
     def op_use_grad_scaler(self, request):
         """The loss scaler Megatron's factory hands the distributed optimizer for fp16 or

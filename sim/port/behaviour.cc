@@ -39,6 +39,7 @@ const std::vector<Change>& changes() {
       {"F9", [](Behaviour& b, bool on) { b.fix_distopt_gathered_remainders = on; }},
       {"F10", [](Behaviour& b, bool on) { b.fix_hdo_state_device_by_identity = on; }},
       {"F11", [](Behaviour& b, bool on) { b.fix_hdo_load_empty_state = on; }},
+      {"F12", [](Behaviour& b, bool on) { b.fix_clip_fp16_decoupled_grads = on; }},
       // Not fixes: our faster offload engines (sim/engines/). Chunks of 4096 elements: the
       // generated tensors (up to 70,000 elements) split into several, and the two staging
       // buffers are reused within a step.
@@ -53,7 +54,7 @@ const std::vector<Change>& changes() {
 }
 
 // The fixes that make the fully patched variant (every change but the engines and the alias).
-constexpr const char* kPatched = "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8+F9+F10+F11";
+constexpr const char* kPatched = "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8+F9+F10+F11+F12";
 
 // The names of earlier releases, when each variant was the one before plus one fix: aliases.
 const std::vector<std::pair<const char*, const char*>>& aliases() {

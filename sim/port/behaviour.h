@@ -75,6 +75,10 @@ struct Behaviour {
   // KeyError in `_sync_hdo_state_to_sub_optimizers`. The fix leaves a parameter without state
   // without state.
   bool fix_hdo_load_empty_state = false;
+  // Finding F12 (FINDINGS.md): `clip_grad_by_total_norm_fp32` asserts that a decoupled grad is
+  // fp32 or bf16, so a precision-aware step with fp16 grad buffers raises a bare AssertionError
+  // whenever clipping is on. The fix accepts fp16 decoupled grads, as the norm already does.
+  bool fix_clip_fp16_decoupled_grads = false;
   // Finding F9 (FINDINGS.md): with precision-aware FusedAdam keeping bf16 remainders,
   // get_parameter_state_dp_zero copies the int16 remainders into the fp32 world tensors as if
   // they were the master, and loading hands that fp32 tensor to set_scaled_state, which asserts

@@ -428,10 +428,16 @@ double DistributedOptimizer::clip_grad_norm(double clip_grad) {
   const double grad_norm = get_grad_norm_fp32(
       grads, behaviour_.mutant_clip_norm_not_reduced ? GradStatsSum() : grad_stats_sum_);
   // `clip_grad_by_total_norm_fp32(params, ...)` collects the same grads again (no separate
-  // grad-norm groups here) and asserts fp32 grads unless precision-aware.
+  // grad-norm groups here) and asserts (bare `assert`s) fp32 grads, or, precision-aware, fp32 or
+  // bf16 decoupled grads: fp16 ones raise (F12: accepted).
   if (clip_grad > 0.0 && !grads.empty()) {
-    if (!config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8) {
-      for (const auto& g : grads) TORCH_CHECK(g.scalar_type() == torch::kFloat, "AssertionError");
+    const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
+    const bool fp16_ok = pa && behaviour_.fix_clip_fp16_decoupled_grads;
+    for (const auto& g : grads) {
+      const auto t = g.scalar_type();
+      TORCH_CHECK(t == torch::kFloat || (pa && t == torch::kBFloat16) ||
+                      (fp16_ok && t == torch::kHalf),
+                  "AssertionError: ");
     }
     clip_grad_by_total_norm_fp32(grads, clip_grad, grad_norm, behaviour_.mutant_clip_always_scaled);
   }

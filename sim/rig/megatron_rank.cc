@@ -3,6 +3,9 @@
 #include <optional>
 #include <stdexcept>
 
+#include "model/layout.h"
+#include "model/shard.h"
+
 namespace sc::sim {
 
 namespace {
@@ -83,6 +86,24 @@ json hyper_request(const model::AdamWHyper& h) {
           {"beta2", h.beta2},
           {"eps", h.eps},
           {"weight_decay", h.weight_decay}};
+}
+
+// Every rank's shards of `instance` as the model plans them, [case param, start, end] in its
+// groups' installed order: what the worker's grad-stats group stand-in simulates the other
+// ranks from.
+json shards_of_every_rank(const model::CaseSpec& spec, model::Instance instance) {
+  const auto layouts = model::full_param_layout(spec);
+  json out = json::array();
+  for (int64_t r = 0; r < model::instance_dp(spec, instance); ++r) {
+    json shards = json::array();
+    for (const auto& group : model::plan_rank(spec, layouts, instance, r).groups) {
+      for (const auto& e : group.installed) {
+        shards.push_back({e.param, e.param_range.start, e.param_range.end});
+      }
+    }
+    out.push_back(std::move(shards));
+  }
+  return out;
 }
 
 [[noreturn]] void not_served(const char* what) {
@@ -177,14 +198,21 @@ class MegatronRank final : public RankUnderTest {
     out.hysteresis_tracker = r.at("hysteresis_tracker").get<int64_t>();
     return out;
   }
-  void use_grad_stats(double, bool) override {
-    throw std::logic_error(
-        "use_grad_stats: the Megatron worker does not yet simulate the grad-stats group's SUM "
-        "all-reduce (the other ranks' squared norms and zero counts)");
+  void use_grad_stats(double clip_grad, bool log_num_zeros_in_grad) override {
+    send({{"op", "use_grad_stats"},
+          {"clip_grad", clip_grad},
+          {"log_num_zeros_in_grad", log_num_zeros_in_grad},
+          {"shards", shards_of_every_rank(spec_, instance_)}});
   }
   StepReport last_step() const override {
-    throw std::logic_error("last_step: the Megatron worker does not yet report the step's "
-                           "grad norm and zero count");
+    const json r = worker_->request({{"op", "last_step"}, {"handle", handle_}});
+    StepReport out;
+    out.success = r.at("success").get<bool>();
+    if (!r.at("grad_norm").is_null()) out.grad_norm = r.at("grad_norm").get<double>();
+    if (!r.at("num_zeros_in_grad").is_null()) {
+      out.num_zeros_in_grad = r.at("num_zeros_in_grad").get<int64_t>();
+    }
+    return out;
   }
   void set_model_values(const std::vector<std::vector<float>>& values) override {
     json v = json::array();
