@@ -60,7 +60,7 @@ TENSOR_PARALLEL = "megatron.core.tensor_parallel"
 TP_FUNCTION = "copy_tensor_model_parallel_attributes"
 TP_TABLE = "_MODEL_PARALLEL_ATTRIBUTE_DEFAULTS"
 # Newer trees also copy GTP metadata onto the shards, with a helper of the same kind.
-TP_OPTIONAL_FUNCTIONS = ("copy_gtp_attributes",)
+TP_OPTIONAL_FUNCTIONS = ("copy_gtp_attributes", "param_is_not_gtp_duplicate")
 # The grad norm and zero count filter out tensor-parallel duplicates (tensor_parallel/layers.py)
 # and parameters marked `shared` (transformer/module.py): those two functions are loaded alone.
 TP_DUPLICATE_FUNCTION = "param_is_not_tensor_parallel_duplicate"
@@ -68,10 +68,15 @@ TRANSFORMER_MODULE = "megatron.core.transformer.module"
 SHARED_FUNCTION = "param_is_not_shared"
 
 
-def _tensor_parallel_rank():
-    """parallel_state.get_tensor_model_parallel_rank in the worker's worlds (tensor-parallel
-    size 1)."""
+def _rank_zero():
+    """parallel_state's tensor-parallel and GTP rank getters in the worker's worlds (tensor-
+    parallel size 1, no GTP)."""
     return 0
+
+
+# What the duplicate filters of layers.py call from parallel_state.
+PARALLEL_STATE_RANKS = ("get_tensor_model_parallel_rank", "get_gtp_weight_remat_rank",
+                        "get_expert_gtp_weight_remat_rank")
 
 
 # What a case with Transformer Engine may import of it: the stand-in package (te_stand_in.py).
@@ -87,8 +92,9 @@ STAND_INS = [
     "accelerator side, the precision-aware optimizer) a stand-in written from TE's FusedAdam and "
     "its AdamW kernels (sim/megatron/te_stand_in.py, version " + te_stand_in.VERSION + "), "
     "installed where the optimizer modules bound TE's class at import",
-    "parallel_state.get_tensor_model_parallel_rank, which the grad norm's duplicate filter calls: "
-    "0 (the worker's worlds have tensor-parallel size 1)",
+    "parallel_state's get_tensor_model_parallel_rank (and, on newer trees, the GTP rank getters), "
+    "which the grad norm's duplicate filters call: 0 (the worker's worlds have tensor-parallel "
+    "size 1 and no GTP)",
 ]
 
 
@@ -202,7 +208,7 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
         optional = set(TP_OPTIONAL_FUNCTIONS) | {TP_DUPLICATE_FUNCTION}
         wanted = {TP_FUNCTION, TP_TABLE} | (defined & optional)
         namespace = _execute(tree, file, wanted, module.__name__,
-                             {"get_tensor_model_parallel_rank": _tensor_parallel_rank})
+                             {name: _rank_zero for name in PARALLEL_STATE_RANKS})
         for name in wanted - {TP_TABLE}:
             setattr(module, name, namespace[name])
 

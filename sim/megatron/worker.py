@@ -7,6 +7,7 @@ code from a tree and answers requests, one JSON object per line on stdin and std
 
 import argparse
 import json
+import math
 import os
 import sys
 import traceback
@@ -123,8 +124,11 @@ class Worker:
         if result is None:
             raise ValueError("last_step: no step yet")
         success, grad_norm, num_zeros = result
-        return {"success": bool(success),
-                "grad_norm": None if grad_norm is None else float(grad_norm),
+        # JSON has no inf or NaN (an fp16 norm overflows on the CPU): those go as text.
+        norm = None if grad_norm is None else float(grad_norm)
+        if norm is not None and not math.isfinite(norm):
+            norm = repr(norm)
+        return {"success": bool(success), "grad_norm": norm,
                 "num_zeros_in_grad": None if num_zeros is None else int(num_zeros)}
 
     def op_use_grad_scaler(self, request):

@@ -208,7 +208,10 @@ class MegatronRank final : public RankUnderTest {
     const json r = worker_->request({{"op", "last_step"}, {"handle", handle_}});
     StepReport out;
     out.success = r.at("success").get<bool>();
-    if (!r.at("grad_norm").is_null()) out.grad_norm = r.at("grad_norm").get<double>();
+    // inf and nan come as text ("inf", "-inf", "nan"), which JSON numbers cannot hold.
+    const json& norm = r.at("grad_norm");
+    if (norm.is_string()) out.grad_norm = std::stod(norm.get<std::string>());
+    if (norm.is_number()) out.grad_norm = norm.get<double>();
     if (!r.at("num_zeros_in_grad").is_null()) {
       out.num_zeros_in_grad = r.at("num_zeros_in_grad").get<int64_t>();
     }
