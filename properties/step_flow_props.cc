@@ -146,7 +146,8 @@ bool check_grad_norm(const model::CaseSpec& spec, const model::RankPlan& plan, i
   terms.ranks = model::instance_dp(spec, plan.instance);
   terms.grad_mantissa_bits = model::mantissa_bits(shape.dtype);
   terms.grad_min_subnormal = min_subnormal(shape.dtype);
-  const model::DType accumulates = fp16_accumulates ? model::DType::kFloat16 : model::DType::kFloat32;
+  const model::DType accumulates =
+      fp16_accumulates ? model::DType::kFloat16 : model::DType::kFloat32;
   terms.accumulate_mantissa_bits = model::mantissa_bits(accumulates);
   terms.accumulate_min_subnormal = min_subnormal(accumulates);
   const double tol = tol::grad_norm(exact, terms);
@@ -178,7 +179,9 @@ model::StepInputs check_report(const model::CaseSpec& spec, const model::RankPla
   } else if (*got.grad_norm != 0.0) {
     check(step_name(plan, step) + ": a grad norm reported without clipping", b);
   }
-  const int64_t zeros = log_num_zeros ? model::zeros_in_main_grads(spec, plan.instance, ref_in, device().is_cuda()) : 0;
+  const int64_t zeros =
+      log_num_zeros ? model::zeros_in_main_grads(spec, plan.instance, ref_in, device().is_cuda())
+                    : 0;
   if (*got.num_zeros_in_grad != zeros) {
     check(step_name(plan, step) + ": " + std::to_string(*got.num_zeros_in_grad) +
               " zeros in the grads; the model counts " + std::to_string(zeros),

@@ -137,7 +137,8 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
     std::string command = "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + tree + " ";
     if (finding == "F12") {
       command += "RC_PARAMS='max_success=15 seed=11' " + std::string(SC_BUILD_DIR) +
-                 "/properties/sc_properties --gtest_filter=StepFlow.ClippingAndZeroCountEqualTheModel";
+                 "/properties/sc_properties"
+                 " --gtest_filter=StepFlow.ClippingAndZeroCountEqualTheModel";
     } else {
       std::string prefix = finding;
       prefix[0] = 'f';
