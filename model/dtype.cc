@@ -57,4 +57,14 @@ double max_finite(DType dtype) {
   return 0;
 }
 
+double min_subnormal(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 1.401298464324817e-45;   // 2^-149
+    case DType::kBFloat16: return 9.183549615799121e-41;  // 2^-133
+    case DType::kFloat16: return 5.960464477539063e-08;   // 2^-24
+    case DType::kFloat64: return 4.9406564584124654e-324;
+  }
+  return 0;
+}
+
 }  // namespace sc::model

@@ -23,8 +23,9 @@ std::string dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
 // Stored mantissa bits of `dtype` (23, 7, 10, 52): one ulp at 1 is 2^-mantissa_bits.
 int mantissa_bits(DType dtype);
-// The largest finite value of `dtype`.
+// The largest finite value of `dtype`, and its smallest positive (subnormal) one.
 double max_finite(DType dtype);
+double min_subnormal(DType dtype);
 // True for the 16-bit float types (Megatron's float16 branch: HalfTensor or BFloat16Tensor).
 inline bool is_float16(DType dtype) {
   return dtype == DType::kBFloat16 || dtype == DType::kFloat16;

@@ -100,15 +100,6 @@ void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& sc
 }
 namespace {
 
-// The smallest positive value of `dtype`.
-double min_subnormal(model::DType dtype) {
-  switch (dtype) {
-    case model::DType::kBFloat16: return std::ldexp(1.0, -133);
-    case model::DType::kFloat16: return std::ldexp(1.0, -24);
-    default: return std::numeric_limits<float>::denorm_min();
-  }
-}
-
 std::string step_name(const model::RankPlan& plan, int step) {
   return std::string(plan.instance == model::Instance::kExpert ? "expert" : "dense") + " rank " +
          std::to_string(plan.rank) + " step " + std::to_string(step);
@@ -127,7 +118,8 @@ bool norm_may_overflow(const model::CaseSpec& spec, model::Instance instance,
     if (d == model::DType::kFloat32) continue;
     double limit = model::max_finite(d);
     if (d == model::DType::kFloat16 && !device().is_cuda()) limit = std::sqrt(limit);
-    if (model::exact_param_grad_norm(spec, p, in) * (1 + tol / exact) >= limit) return true;
+    const double norm = model::exact_param_grad_norm(spec, p, in);
+    if (norm > 0.0 && norm * (1 + tol / exact) >= limit) return true;
   }
   return false;
 }
@@ -145,11 +137,11 @@ bool check_grad_norm(const model::CaseSpec& spec, const model::RankPlan& plan, i
   terms.elements = shape.elements;
   terms.ranks = model::instance_dp(spec, plan.instance);
   terms.grad_mantissa_bits = model::mantissa_bits(shape.dtype);
-  terms.grad_min_subnormal = min_subnormal(shape.dtype);
+  terms.grad_min_subnormal = model::min_subnormal(shape.dtype);
   const model::DType accumulates =
       fp16_accumulates ? model::DType::kFloat16 : model::DType::kFloat32;
   terms.accumulate_mantissa_bits = model::mantissa_bits(accumulates);
-  terms.accumulate_min_subnormal = min_subnormal(accumulates);
+  terms.accumulate_min_subnormal = model::min_subnormal(accumulates);
   const double tol = tol::grad_norm(exact, terms);
   if (std::isinf(got) ? norm_may_overflow(spec, plan.instance, in, exact, tol)
                       : std::fabs(got - exact) <= tol) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "model/dtype.h"
 #include "model/grad_stats.h"
 #include "sim/port/clip_grads.h"
 #include "sim/port/torch_pch.h"
@@ -14,6 +15,22 @@
 
 namespace sc {
 namespace {
+
+TEST(GradStats, TheModelsDtypeLimitsAreLibTorchs) {
+  using model::DType;
+  EXPECT_EQ(model::max_finite(DType::kFloat32), std::numeric_limits<float>::max());
+  EXPECT_EQ(model::max_finite(DType::kBFloat16),
+            static_cast<float>(std::numeric_limits<c10::BFloat16>::max()));
+  EXPECT_EQ(model::max_finite(DType::kFloat16),
+            static_cast<float>(std::numeric_limits<c10::Half>::max()));
+  EXPECT_EQ(model::min_subnormal(DType::kFloat32), std::numeric_limits<float>::denorm_min());
+  EXPECT_EQ(model::min_subnormal(DType::kBFloat16),
+            static_cast<float>(std::numeric_limits<c10::BFloat16>::denorm_min()));
+  EXPECT_EQ(model::min_subnormal(DType::kFloat16),
+            static_cast<float>(std::numeric_limits<c10::Half>::denorm_min()));
+  EXPECT_EQ(model::mantissa_bits(DType::kBFloat16), 7);
+  EXPECT_EQ(model::mantissa_bits(DType::kFloat16), 10);
+}
 
 TEST(GradStats, NormOfNormsOfAPythagoreanCaseIsExact) {
   // torch.norm([3, 4]) = 5, torch.norm([12]) = 12, torch.norm([[5, 12]]) = 13, squared 169.
