@@ -109,9 +109,11 @@ class GradStatsGroupStandIn(GroupStandIn):
             tensor.fill_(max(float(tensor.item()), 1.0))
 
     def _main_grads(self, rank):
+        """Fresh copies on the accelerator, as the rank's own grad buffer is: the unscale and the
+        clipping below work in place, and a view would change the step's grads."""
         grads = []
         for index, start, end, dtype in self.shards[rank]:
-            grad = self.grads[index][start:end].to(dtype)
+            grad = self.grads[index][start:end].to(device="cuda", dtype=dtype, copy=True)
             grads.append(grad if self.precision_aware else grad.float())
         if self.inv_scale is not None:
             torch._amp_foreach_non_finite_check_and_unscale_(grads, torch.zeros(1),
@@ -131,10 +133,8 @@ class GradStatsGroupStandIn(GroupStandIn):
             coeff = self.clip_grad / (self.total_norm + 1.0e-6)
             if coeff < 1.0:
                 c.multi_tensor_applier(c.multi_tensor_scale_impl, dummy, [grads, grads], coeff)
-        zeros = torch.zeros(1, dtype=torch.int64)
-        for grad in grads:
-            zeros = (grad.numel() - torch.count_nonzero(grad)) + zeros
-        return zeros
+        zeros = sum(grad.numel() - int(torch.count_nonzero(grad)) for grad in grads)
+        return torch.tensor([zeros], dtype=torch.int64)
 
     def _sum(self, tensor):
         is_norm = tensor.dtype == torch.float

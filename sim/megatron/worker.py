@@ -89,6 +89,7 @@ class Worker:
             group.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"],
                          weight_decay=h["weight_decay"])
         rank.stats_group.found_inf_elsewhere = bool(request.get("found_inf_elsewhere", False))
+        rank.last_step = None  # a step that raises reports nothing
         scaler = rank.dist.grad_scaler
         rank.stats_group.begin_step(
             [from_bits(bits) for bits in request["grads"]],

@@ -471,6 +471,7 @@ void RankRig::step(const model::StepInputs& in) {
     const sut::GradScaler* scaler = r.dist->grad_scaler();
     r.grad_stats->begin_step(in.grads, scaler ? scaler->inv_scale().cpu().item<float>() : 1.0f);
   }
+  r.last = StepReport{};  // a step that raises reports nothing
   const sut::StepResult result = r.dist->step();
   r.last = StepReport{result.success, result.grad_norm, result.num_zeros_in_grad};
 }
