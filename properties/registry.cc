@@ -384,9 +384,13 @@ void grad_stats_body(const sut::Behaviour& b) {
   const double factor =
       *gen::weighted_choice<double>({{1, 0.0}, {2, 1e-3}, {1, 0.25}, {1, 1.0}, {1, 4.0}});
   const bool log_num_zeros = *gen::weighted_choice<bool>({{2, true}, {1, false}});
+  std::optional<model::GradScalerConfig> scaler;
+  if (*gen::weighted_choice<bool>({{2, false}, {1, true}})) {
+    scaler = *rc::gen::resize(rc::kNominalSize, factory_scaler());
+  }
   const float tiny = std::numeric_limits<float>::denorm_min();
   const auto injected = *injected_grads(c, s, 4, {0.0f, -0.0f, tiny, -tiny});
-  run_grad_stats_property(c, s, factor, log_num_zeros, injected, b);
+  run_grad_stats_property(c, s, factor, log_num_zeros, scaler, injected, b);
 }
 
 std::vector<Property> step_flow_properties() {
@@ -400,7 +404,8 @@ std::vector<Property> step_flow_properties() {
                     "scaler's scale and trackers equal the model's after every step",
                     {"MP-found-inf-not-reduced", "MP-step-despite-inf"}, found_inf_body),
       drawn_in_body("StepFlow.ClippingAndZeroCountEqualTheModel",
-                    "with `clip_grad` and `log_num_zeros_in_grad`: the step's global grad "
+                    "with `clip_grad` and `log_num_zeros_in_grad`, with or without a loss "
+                    "scaler (a step it skips reports no statistics): the step's global grad "
                     "norm is within the named summation-order tolerance of the exact norm "
                     "with every main-grad element of the instance counted once (offload and "
                     "precision-aware decoupled grads included), the zero count after "
@@ -408,7 +413,7 @@ std::vector<Property> step_flow_properties() {
                     "equal the reference clipped by the reported norm's coefficient, bit "
                     "for bit",
                     {"CLIP-norm-not-reduced", "CLIP-always-scaled", "CLIP-pa-reads-grad",
-                     "ZEROS-counted-before-clipping"},
+                     "ZEROS-counted-before-clipping", "CLIP-before-unscale"},
                     grad_stats_body),
       port_only(drawn_in_body("GradScalerDiff.UpdatesAndReloadsMatchTheModel",
                               "Megatron's constant and dynamic loss scalers over drawn arguments "

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -161,6 +162,13 @@ model::StepInputs check_report(const model::CaseSpec& spec, const model::RankPla
                                const model::StepInputs& in, const sim::StepReport& got,
                                double clip_grad, bool log_num_zeros, bool& bounded,
                                const sut::Behaviour& b) {
+  if (in.skip) {
+    if (got.success || got.grad_norm || got.num_zeros_in_grad) {
+      check(step_name(plan, step) + ": inf/NaN in the grads, but the step reported success or "
+            "grad statistics", b);
+    }
+    return in;
+  }
   if (!got.success || !got.grad_norm || !got.num_zeros_in_grad) {
     check(step_name(plan, step) + ": the step did not report success, a norm and a count", b);
   }
@@ -184,51 +192,86 @@ model::StepInputs check_report(const model::CaseSpec& spec, const model::RankPla
 
 }  // namespace
 
-void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                             double clip_factor, bool log_num_zeros,
-                             const std::vector<InjectedGrad>& injected,
-                             const sut::Behaviour& behaviour) {
-  const model::FmaMode fma = fma_mode();
-  bool clipped = false, clipping_zeroed = false, bounded = true;
-  for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/1000 + r);
-    sim::RankUnderTest& rig = *owned;
-    check(check_constructed(rig.construction()), behaviour);
-    const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
-    model::RankReference ref(spec, plan, rig.initial_values(), fma, device().is_cuda());
-    if (ref.step_error()) return;  // a step that raises is the numerical properties' claim
-    const double first =
-        model::exact_grad_norm(spec, inst, scaled_inputs(spec, schedule, 0, 1.0f, injected));
-    const double clip_grad = clip_factor * (first > 0.0 && std::isfinite(first) ? first : 1.0);
-    rig.use_grad_stats(clip_grad, log_num_zeros);
-    for (size_t k = 0; k < schedule.steps.size(); ++k) {
-      const int step = static_cast<int>(k + 1);
-      const model::StepInputs in = scaled_inputs(spec, schedule, k, 1.0f, injected);
-      rig.step(in);
-      const model::StepInputs ref_in =
-          check_report(spec, plan, step, in, rig.last_step(), clip_grad, log_num_zeros, bounded,
-                       behaviour);
-      clipped = clipped || ref_in.clip_coeff < 1.0;
-      const bool cuda = device().is_cuda();
-      clipping_zeroed = clipping_zeroed || model::zeros_in_main_grads(spec, inst, ref_in, cuda) >
-                                               model::zeros_in_main_grads(spec, inst, in, cuda);
-      ref.step(ref_in);
-      for (size_t g = 0; g < plan.groups.size(); ++g) {
-        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-          check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kModelParams, behaviour);
-          if (ref.state(g, i).step > 0) {
-            check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kState, behaviour);
-          }
+namespace {
+
+// What a grad-stats run saw, for the classes.
+struct GradStatsSeen {
+  bool clipped = false, clipping_zeroed = false, bounded = true, skipped = false;
+};
+
+// One rank of `inst` through the schedule with grad stats and, given `scaler`, a loss scaler:
+// the grads scaled by the model scaler's scale, a step with inf/NaN skipped before any norm.
+void run_rank_with_grad_stats(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                              double clip_factor, bool log_num_zeros,
+                              const std::optional<model::GradScalerConfig>& scaler,
+                              const std::vector<InjectedGrad>& injected, model::Instance inst,
+                              int64_t r, const std::vector<model::BufferLayout>& layouts,
+                              const sut::Behaviour& b, GradStatsSeen& seen) {
+  const auto owned = sim::build_rank(target_for(b), spec, inst, r, /*seed=*/1000 + r);
+  sim::RankUnderTest& rig = *owned;
+  check(check_constructed(rig.construction()), b);
+  const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
+  model::RankReference ref(spec, plan, rig.initial_values(), fma_mode(), device().is_cuda());
+  if (ref.step_error()) return;  // a step that raises is the numerical properties' claim
+  const double first =
+      model::exact_grad_norm(spec, inst, scaled_inputs(spec, schedule, 0, 1.0f, injected));
+  const double clip_grad = clip_factor * (first > 0.0 && std::isfinite(first) ? first : 1.0);
+  std::optional<model::GradScalerModel> want;
+  if (scaler) {
+    rig.use_grad_scaler(*scaler);
+    want.emplace(*scaler);
+  }
+  rig.use_grad_stats(clip_grad, log_num_zeros);
+  const bool cuda = device().is_cuda();
+  for (size_t k = 0; k < schedule.steps.size(); ++k) {
+    const int step = static_cast<int>(k + 1);
+    model::StepInputs in =
+        scaled_inputs(spec, schedule, k, want ? want->state().scale : 1.0f, injected);
+    rig.step(in);
+    if (want) {
+      in.inv_scale = want->inv_scale();
+      in.skip = model::grads_non_finite(spec, inst, in);
+      want->update(in.skip);
+    }
+    const model::StepInputs ref_in = check_report(spec, plan, step, in, rig.last_step(),
+                                                  clip_grad, log_num_zeros, seen.bounded, b);
+    seen.skipped = seen.skipped || in.skip;
+    seen.clipped = seen.clipped || (!in.skip && ref_in.clip_coeff < 1.0);
+    seen.clipping_zeroed =
+        seen.clipping_zeroed || (!in.skip && model::zeros_in_main_grads(spec, inst, ref_in, cuda) >
+                                                 model::zeros_in_main_grads(spec, inst, in, cuda));
+    ref.step(ref_in);
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+        check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kModelParams, b);
+        if (ref.state(g, i).step > 0) {
+          check_entry(spec, plan, ref, rig, g, i, step, NumericClaim::kState, b);
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                             double clip_factor, bool log_num_zeros,
+                             const std::optional<model::GradScalerConfig>& scaler,
+                             const std::vector<InjectedGrad>& injected,
+                             const sut::Behaviour& behaviour) {
+  GradStatsSeen seen;
+  for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
+    run_rank_with_grad_stats(spec, schedule, clip_factor, log_num_zeros, scaler, injected, inst,
+                             r, layouts, behaviour, seen);
   });
   const bool fp16 = model::grad_norm_shape(spec, model::Instance::kDense).has_fp16 ||
                     model::grad_norm_shape(spec, model::Instance::kExpert).has_fp16;
   RC_CLASSIFY(clip_factor > 0.0 && fp16, "clipped fp16 decoupled grads");
-  RC_CLASSIFY(clipped, "clipped");
-  RC_CLASSIFY(!bounded, "no bound on the norm (fp16 accumulated in fp16)");
-  RC_CLASSIFY(clipping_zeroed, "clipping made zeros");
+  RC_CLASSIFY(seen.clipped, "clipped");
+  RC_CLASSIFY(scaler.has_value(), "loss scaler");
+  RC_CLASSIFY(seen.skipped, "a step skipped");
+  RC_CLASSIFY(!seen.bounded, "no bound on the norm (fp16 accumulated in fp16)");
+  RC_CLASSIFY(seen.clipping_zeroed, "clipping made zeros");
   RC_CLASSIFY(log_num_zeros, "zeros counted");
   RC_CLASSIFY(spec.precision_aware, "precision-aware");
   RC_CLASSIFY(spec.cpu_offload, "offload");

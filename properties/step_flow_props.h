@@ -3,6 +3,7 @@
 // norm, zero counting), each checked rank stepped alongside model::RankReference.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "model/grad_scaler.h"
@@ -30,13 +31,15 @@ void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& sc
                             const sut::Behaviour& behaviour);
 
 // The step flow with gradient statistics: every checked rank gets `clip_grad` = `clip_factor`
-// times the first step's exact grad norm (0: no clipping) and `log_num_zeros`; the schedule's
-// grads carry `injected` on top. After every step the reported grad norm is within
+// times the first step's exact grad norm (0: no clipping) and `log_num_zeros`, and, given one,
+// the loss scaler `scaler` (grads scaled by the model scaler's scale; a step with inf/NaN skipped
+// before any statistic); the schedule's grads carry `injected` on top. After every step the reported grad norm is within
 // tol::grad_norm of model::exact_grad_norm (every element of the instance counted once), the
 // zero count equals the model's exactly, and every owned piece and its optimizer state equal the
 // reference stepped with the grads clipped by the coefficient of the reported norm, bit for bit.
 void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
                              double clip_factor, bool log_num_zeros,
+                             const std::optional<model::GradScalerConfig>& scaler,
                              const std::vector<InjectedGrad>& injected,
                              const sut::Behaviour& behaviour);
 

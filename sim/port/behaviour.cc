@@ -205,6 +205,7 @@ const std::vector<Behaviour>& all_mutants() {
     add("CLIP-always-scaled", &Behaviour::mutant_clip_always_scaled);
     add("CLIP-pa-reads-grad", &Behaviour::mutant_clip_pa_reads_grad);
     add("ZEROS-counted-before-clipping", &Behaviour::mutant_zeros_before_clipping);
+    add("CLIP-before-unscale", &Behaviour::mutant_clip_before_unscale);
     // Mutants of the pipelined offload, on its variant.
     Behaviour pipelined = *composed("patched+pipelined");
     pipelined.is_mutant = true;

@@ -196,8 +196,10 @@ struct Behaviour {
   bool mutant_clip_always_scaled = false;
   // precision-aware, the norm and the clipping read `.grad` instead of `.decoupled_grad`;
   bool mutant_clip_pa_reads_grad = false;
-  // the zeros counted before the clipping, which can turn tiny grads into zeros.
+  // the zeros counted before the clipping, which can turn tiny grads into zeros;
   bool mutant_zeros_before_clipping = false;
+  // the norm taken and the grads clipped before the loss scale is taken out.
+  bool mutant_clip_before_unscale = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

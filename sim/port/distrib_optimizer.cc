@@ -451,6 +451,12 @@ int64_t DistributedOptimizer::count_zeros() const {
 StepResult DistributedOptimizer::step() {
   torch::NoGradGuard no_grad;
   copy_model_grads_to_main_grads();
+  // CLIP-before-unscale: the norm taken (and the grads clipped) while they are still scaled.
+  std::optional<double> early_norm;
+  if (behaviour_.mutant_clip_before_unscale && config_.clip_grad > 0.0) {
+    streams_->synchronize();
+    early_norm = clip_grad_norm(config_.clip_grad);
+  }
   if (grad_scaler_) {
     const bool found_inf = unscale_main_grads_and_check_for_nan();
     grad_scaler_->update(found_inf);
@@ -465,7 +471,9 @@ StepResult DistributedOptimizer::step() {
   if (config_.log_num_zeros_in_grad && behaviour_.mutant_zeros_before_clipping) {
     result.num_zeros_in_grad = count_zeros();
   }
-  if (config_.clip_grad > 0.0) result.grad_norm = clip_grad_norm(config_.clip_grad);
+  if (config_.clip_grad > 0.0) {
+    result.grad_norm = early_norm ? *early_norm : clip_grad_norm(config_.clip_grad);
+  }
   if (config_.log_num_zeros_in_grad && !behaviour_.mutant_zeros_before_clipping) {
     result.num_zeros_in_grad = count_zeros();
   }
