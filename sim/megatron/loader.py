@@ -194,35 +194,32 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, file,
                                                       submodule_search_locations=package)
 
-    def _tensor_parallel(self, module):
+    def _load_alone(self, module, relative, required, optional=(), given=None):
+        """Makes `module` a placeholder holding the top-level names `required` (and those of
+        `optional` that exist) of megatron/core/`relative`, run alone with `given` beside them;
+        returns the names it set."""
         _make_placeholder(module)
-        file = os.path.join(self.core, "tensor_parallel", "layers.py")
+        file = os.path.join(self.core, relative)
         if not os.path.isfile(file):
-            raise TreeError("api_moved", "the tree has no megatron/core/tensor_parallel/layers.py")
+            raise TreeError("api_moved", f"the tree has no megatron/core/{relative}")
         with open(file) as f:
             tree = ast.parse(f.read(), filename=file)
         defined = set().union(*(_defines(node) for node in tree.body))
-        for name in (TP_FUNCTION, TP_TABLE):
+        for name in required:
             if name not in defined:
-                raise TreeError("api_moved", f"tensor_parallel/layers.py has no '{name}'")
-        optional = set(TP_OPTIONAL_FUNCTIONS) | {TP_DUPLICATE_FUNCTION}
-        wanted = {TP_FUNCTION, TP_TABLE} | (defined & optional)
-        namespace = _execute(tree, file, wanted, module.__name__,
-                             {name: _rank_zero for name in PARALLEL_STATE_RANKS})
-        for name in wanted - {TP_TABLE}:
+                raise TreeError("api_moved", f"{relative} has no '{name}'")
+        wanted = set(required) | (defined & set(optional))
+        namespace = _execute(tree, file, wanted, module.__name__, given or {})
+        for name in wanted:
             setattr(module, name, namespace[name])
 
+    def _tensor_parallel(self, module):
+        self._load_alone(module, "tensor_parallel/layers.py", (TP_FUNCTION, TP_TABLE),
+                         TP_OPTIONAL_FUNCTIONS + (TP_DUPLICATE_FUNCTION,),
+                         {name: _rank_zero for name in PARALLEL_STATE_RANKS})
+
     def _transformer_module(self, module):
-        _make_placeholder(module)
-        file = os.path.join(self.core, "transformer", "module.py")
-        if not os.path.isfile(file):
-            raise TreeError("api_moved", "the tree has no megatron/core/transformer/module.py")
-        with open(file) as f:
-            tree = ast.parse(f.read(), filename=file)
-        if SHARED_FUNCTION not in set().union(*(_defines(node) for node in tree.body)):
-            raise TreeError("api_moved", f"transformer/module.py has no '{SHARED_FUNCTION}'")
-        namespace = _execute(tree, file, {SHARED_FUNCTION}, module.__name__, {})
-        setattr(module, SHARED_FUNCTION, namespace[SHARED_FUNCTION])
+        self._load_alone(module, "transformer/module.py", (SHARED_FUNCTION,))
 
 
 def _make_te_module(module):
