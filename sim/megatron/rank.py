@@ -87,7 +87,7 @@ class GradStatsGroupStandIn(GroupStandIn):
         self.shards = []  # per rank: [(case param index, start, end, grad dtype)]
         self.precision_aware = False
         self.clip_grad = 0.0
-        self.grads, self.inv_scale, self.total_norm = [], None, None
+        self.grads, self.inv_scale, self.total_norm, self.others = [], None, None, {}
 
     def use_grad_stats(self, clip_grads, shards, precision_aware, clip_grad):
         self.clip_grads, self.shards = clip_grads, shards
@@ -97,6 +97,7 @@ class GradStatsGroupStandIn(GroupStandIn):
         """The step's DP-reduced grads (fp32, one per case parameter) and the scaler's
         inv_scale (None without one)."""
         self.grads, self.inv_scale, self.total_norm = grads, inv_scale, None
+        self.others = {}  # rank -> its main grads, made once a step
 
     def all_reduce(self, tensor, op):
         if op == torch.distributed.ReduceOp.SUM and self.clip_grads is not None:
@@ -121,8 +122,12 @@ class GradStatsGroupStandIn(GroupStandIn):
         return grads
 
     def _share(self, rank, is_norm):
+        """The norm is reduced before the zero count, so the count may clip the same copies in
+        place."""
         c = self.clip_grads
-        grads = self._main_grads(rank)
+        if rank not in self.others:
+            self.others[rank] = self._main_grads(rank)
+        grads = self.others[rank]
         dummy = torch.zeros(1, dtype=torch.int)
         if is_norm:
             if not grads:

@@ -81,9 +81,10 @@ class Worker:
     def op_step(self, request):
         rank = self.rank(request)
         rank.require_constructed()
+        grads = [from_bits(bits) for bits in request["grads"]]
         with torch.no_grad():
             for param, case_index in zip(rank.params, rank.case_index):
-                param.main_grad.view(-1).copy_(from_bits(request["grads"][case_index]))
+                param.main_grad.view(-1).copy_(grads[case_index])
         for group, case_group in zip(rank.dist.param_groups, rank.group_ids):
             h = request["hyper"][case_group]
             group.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"],
@@ -91,9 +92,8 @@ class Worker:
         rank.stats_group.found_inf_elsewhere = bool(request.get("found_inf_elsewhere", False))
         rank.last_step = None  # a step that raises reports nothing
         scaler = rank.dist.grad_scaler
-        rank.stats_group.begin_step(
-            [from_bits(bits) for bits in request["grads"]],
-            scaler.inv_scale.clone() if scaler is not None else None)
+        rank.stats_group.begin_step(grads,
+                                    scaler.inv_scale.clone() if scaler is not None else None)
         rank.last_step = rank.dist.step()
 
     def op_use_grad_stats(self, request):

@@ -22,6 +22,7 @@ void GradStatsGroupSim::begin_step(const std::vector<std::vector<float>>& grads,
   grads_ = grads;
   inv_scale_ = inv_scale;
   total_norm_.reset();
+  others_.assign(plans_.size(), {});
 }
 
 std::vector<torch::Tensor> GradStatsGroupSim::main_grads_of(int64_t rank) const {
@@ -53,7 +54,8 @@ void GradStatsGroupSim::all_reduce_sum(torch::Tensor& tensor) {
       total += tensor.cpu();
       continue;
     }
-    std::vector<torch::Tensor> grads = main_grads_of(r);
+    std::vector<torch::Tensor>& grads = others_[static_cast<size_t>(r)];
+    if (grads.empty()) grads = main_grads_of(r);
     if (norm) {
       total += sut::local_grad_norm_squared(grads).cpu();
     } else {

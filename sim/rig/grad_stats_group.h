@@ -38,6 +38,9 @@ class GradStatsGroupSim {
   std::vector<std::vector<float>> grads_;
   float inv_scale_ = 1.0f;
   std::optional<double> total_norm_;  // this step's global norm, once reduced
+  // Each other rank's main grads, made once a step: the norm is reduced before the zero count,
+  // which then clips the same tensors in place.
+  std::vector<std::vector<torch::Tensor>> others_;
 };
 
 }  // namespace sc::sim
