@@ -4,8 +4,8 @@
 //   shardcheck-replay CASE.json [--variant=NAME] [--property=Suite.Name]
 //
 // The variant and the property default to the file's. Exit status: 0 when the property holds
-// on the case, 1 when it fails (the violation is printed), 2 on bad arguments or a malformed
-// case file (the message names the field).
+// on the case, 1 when it fails (the violation is printed), 2 on bad arguments, a malformed
+// case file (the message names the field), or a case the system under test cannot run.
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -20,6 +20,7 @@
 #include "properties/registry.h"
 #include "properties/run.h"
 #include "sim/input/args.h"
+#include "sim/rig/rank_under_test.h"
 
 namespace {
 
@@ -28,7 +29,9 @@ constexpr const char* kUsage =
     "  --variant=NAME        a variant (upstream, pr6982+F1, patched, ...) or mutant (the file's)\n"
     "  --property=NAME       the property to run on the case (the file's)\n"
     "Options taking a value also accept it as the next argument (--variant upstream).\n"
-    "Exit status: 0 the property holds, 1 it fails, 2 bad arguments or a malformed case file.\n";
+    "Exit status: 0 the property holds, 1 it fails, 2 bad arguments, a malformed case file, or\n"
+    "a case the system under test cannot run (real Megatron code: no distributed or gathered\n"
+    "checkpoints, no streams).\n";
 
 int usage(const std::string& why) {
   std::cerr << "shardcheck-replay: " << why << "\n" << kUsage;
@@ -100,8 +103,20 @@ int replay(const sc::props::Property& property, const sc::props::CaseInputs& inp
   sc::props::RunOptions once;
   once.max_success = 1;
   once.shrink = false;
-  const sc::props::RunOutcome r =
-      sc::props::run_property([&] { property.check(inputs, behaviour); }, once);
+  std::string not_run;  // why the case cannot run on this system under test, if it cannot
+  const sc::props::RunOutcome r = sc::props::run_property(
+      [&] {
+        try {
+          property.check(inputs, behaviour);
+        } catch (const sc::sim::NotRunAgainstRealCode& e) {
+          not_run = e.what();
+        }
+      },
+      once);
+  if (!not_run.empty()) {
+    std::cerr << "shardcheck-replay: this case cannot run here: " << not_run << "\n";
+    return sc::sim::kExitBadInput;
+  }
   if (r.failed()) {
     std::cout << "FAIL: " << r.description << "\n";
     return sc::sim::kExitCheckFailed;

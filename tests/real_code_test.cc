@@ -164,6 +164,44 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
   EXPECT_GE(checked, 6);
 }
 
+// A case that needs a distributed checkpoint, a gathered one, or streams cannot run against the
+// real code: the replay says so and exits 2, never 1 as if the finding were present there.
+TEST_F(RealCode, ReplayingACaseTheRealCodeCannotRunExitsTwo) {
+  const std::string regressions = std::string(SC_SOURCE_DIR) + "/tests/regressions/";
+  for (const char* name : {"f5_distopt_checkpoint_step.json",
+                           "f7_fully_reshardable_reads_past_bucket_padding.json",
+                           "f6_hdo_accelerator_reads_unsynced_fp32_grads.json"}) {
+    const auto r = testing::run_command(
+        "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ +
+        "/d8b71082-pr6982 " + SC_BUILD_DIR + "/bin/shardcheck-replay " + regressions + name +
+        " 2>&1");
+    EXPECT_EQ(r.status, 2) << name << ": " << r.output;
+    EXPECT_NE(r.output.find("cannot run here"), std::string::npos) << r.output;
+  }
+}
+
+// The maintainer's report (verify-megatron --report): per finding, its status on the tree
+// measured now, with the patch and the Megatron-style test.
+TEST_F(RealCode, TheReportMeasuresEachFindingOnTheTree) {
+  const fs::path out = fs::path(trees_) / "report.md";
+  const auto r = testing::run_command(
+      std::string(SC_SOURCE_DIR) + "/scripts/finding-report --tree " + trees_ +
+      "/d8b71082-pr6982 --name d8b71082-pr6982 --build " + SC_BUILD_DIR + " --out " +
+      out.string() + " --finding F1 --finding F7 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(out);
+  const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* expected :
+       {"## F1: ", "f1_hdo_accelerator_fp32_shard_never_updated.json`: present (exit 1)",
+        "test_f1_hdo_accelerator_fp32_shard_never_updated.py`: fails: present", "```diff",
+        "**How Megatron's training loop reaches it.**", "#7449", "| F1 | present",
+        "## F7: ", "f7_fully_reshardable_reads_past_bucket_padding.json`: cannot run here"}) {
+    EXPECT_NE(report.find(expected), std::string::npos) << "no '" << expected << "' in\n"
+                                                        << report;
+  }
+  EXPECT_EQ(report.find("## F2: "), std::string::npos) << "F2 was not asked for";
+}
+
 TEST_F(RealCode, AFolderThatIsNoMegatronTreeExitsTwo) {
   const fs::path empty = fs::path(trees_) / "not-a-tree";
   fs::create_directories(empty);

@@ -22,7 +22,7 @@ std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::Cas
                                      initial, schedule);
   }
   if (schedule.simulate) {
-    throw std::logic_error("the stream simulation runs the port only, not real Megatron code");
+    throw NotRunAgainstRealCode("the stream simulation runs the port only, not real Megatron code");
   }
   MegatronTarget where = *target.megatron;
   where.cuda = target.device.is_cuda();
@@ -58,7 +58,11 @@ GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
   std::vector<const RankRig*> ranks;
   for (const RankUnderTest* r : group) {
     const auto* rig = dynamic_cast<const RankRig*>(r);
-    if (rig == nullptr) throw std::invalid_argument("save_gathered: a rank of another target");
+    if (rig == nullptr) {
+      throw NotRunAgainstRealCode(
+          "Megatron's gathered checkpoint formats are not run against real Megatron code (the "
+          "worker serves the hybrid optimizer's own checkpoints only)");
+    }
     ranks.push_back(rig);
   }
   return RankRig::save_gathered(ranks, format);

@@ -107,7 +107,7 @@ json shards_of_every_rank(const model::CaseSpec& spec, model::Instance instance)
 }
 
 [[noreturn]] void not_served(const char* what) {
-  throw std::logic_error(std::string(what) +
+  throw NotRunAgainstRealCode(std::string(what) +
                          " is not run against real Megatron code (the worker serves the hybrid "
                          "optimizer's own checkpoints only, and records no streams)");
 }

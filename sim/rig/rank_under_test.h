@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +80,12 @@ struct StreamSchedule {
   model::streams::Policy policy = model::streams::Policy::kEager;
   uint64_t seed = 0;
   bool simulate = false;
+};
+
+// Thrown where a case needs what the real-code worker does not serve (Megatron's distributed
+// and gathered checkpoints, streams): the case cannot run against real Megatron code.
+struct NotRunAgainstRealCode : std::logic_error {
+  using std::logic_error::logic_error;
 };
 
 struct CheckpointImpl;
