@@ -9,7 +9,8 @@ function(sc_add_test)
   gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
 endfunction()
 
-# Our warnings, plus -ffp-contract=off: the model's fp32 emulations and the port's kernels must
+# Our warnings (-Winvalid-pch: every target reuses sc_port's precompiled LibTorch header, and a
+# flag that made GCC refuse it would silently double the build), plus -ffp-contract=off: the model's fp32 emulations and the port's kernels must
 # round every operation separately unless they call std::fma on purpose; and the debug level
 # SC_DEBUG_LEVEL (it follows the build type's -g, and GCC takes the last -g level).
 # With SC_SANITIZE=ON every target of ours (each calls sc_warnings) is also compiled and linked
@@ -18,7 +19,7 @@ endfunction()
 # as they are.
 function(sc_warnings target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra
-    -Wno-unused-parameter -ffp-contract=off>)
+    -Wno-unused-parameter -Winvalid-pch -ffp-contract=off>)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND NOT "${SC_DEBUG_LEVEL}" STREQUAL "")
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-g${SC_DEBUG_LEVEL}>)
   endif()
