@@ -130,7 +130,8 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
 // Each finding's patch alone (patches/FN-*.patch on the seed fix, unpacked by
 // scripts/megatron-trees) fixes its finding in the real code: the finding's regression case
 // fails on the tree with the seed fix and holds on that tree with the patch. F12's property is
-// not replayable from a case file; it runs at the cases where it found F12.
+// not replayable from a case file; it runs at the cases where it found F12. A case that needs a
+// gathered checkpoint (F7, F8, F9) cannot run there: its Megatron-style test decides it.
 TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
   const std::string regressions = std::string(SC_SOURCE_DIR) + "/tests/regressions/";
   const auto replay = [&](const std::string& tree, const std::string& finding) {
@@ -157,7 +158,22 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
     const std::string name = e.path().filename().string();
     if (name[0] != 'F') continue;
     const std::string finding = name.substr(0, name.find('-'));
-    EXPECT_EQ(replay(seed_fix, finding), 1) << finding << " holds without its patch";
+    const int without = replay(seed_fix, finding);
+    if (without == 2) {
+      // Its case needs what the worker does not serve (a gathered checkpoint): its
+      // Megatron-style test decides it in the real code instead (check_trees.py).
+      std::string prefix = "test_" + finding;
+      prefix[5] = 'f';
+      bool tested = false;
+      for (const auto& t : fs::directory_iterator(std::string(SC_SOURCE_DIR) +
+                                                  "/tests/megatron_style")) {
+        tested |= t.path().filename().string().rfind(prefix + "_", 0) == 0;
+      }
+      EXPECT_TRUE(tested) << finding << ": its case cannot run in the real code, and no "
+                          << "tests/megatron_style/" << prefix << "_*.py decides it there";
+      continue;
+    }
+    EXPECT_EQ(without, 1) << finding << " holds without its patch";
     EXPECT_EQ(replay(seed_fix + "-" + finding, finding), 0) << finding << " fails with " << name;
     ++checked;
   }

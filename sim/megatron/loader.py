@@ -6,7 +6,9 @@ torch.optim paths), and every other `megatron.*` module is a placeholder whose n
 that raise when called or instantiated: an unexpected path fails loudly instead of running code
 the worker does not mean to run. From tensor_parallel/layers.py only the attribute-copying helpers
 the shard builder calls are taken: copy_tensor_model_parallel_attributes (and the table it reads)
-and, where the tree has it, copy_gtp_attributes.
+and, where the tree has it, copy_gtp_attributes. Of dist_checkpointing, the package holds the
+names its `__init__` takes from core.py and mapping.py (the sharded state dict's classes); its
+save and load (serialization.py, which needs torch.distributed.checkpoint) are placeholders.
 """
 
 import ast
@@ -48,6 +50,11 @@ REAL_MODULES = {
     "megatron.core.distributed.distributed_data_parallel_config":
         "distributed/distributed_data_parallel_config.py",
     "megatron.core.distributed.param_and_grad_buffer": "distributed/param_and_grad_buffer.py",
+    "megatron.core.process_groups_config": "process_groups_config.py",
+    "megatron.core.dist_checkpointing.core": "dist_checkpointing/core.py",
+    "megatron.core.dist_checkpointing.dict_utils": "dist_checkpointing/dict_utils.py",
+    "megatron.core.dist_checkpointing.mapping": "dist_checkpointing/mapping.py",
+    "megatron.core.dist_checkpointing.utils": "dist_checkpointing/utils.py",
 }
 # Packages whose __init__ must not run: registered empty, their path pointing into the tree.
 EMPTY_PACKAGES = {"megatron": "", "megatron.core": "core", "megatron.core.distributed":
@@ -66,6 +73,12 @@ TP_OPTIONAL_FUNCTIONS = ("copy_gtp_attributes", "param_is_not_gtp_duplicate")
 TP_DUPLICATE_FUNCTION = "param_is_not_tensor_parallel_duplicate"
 TRANSFORMER_MODULE = "megatron.core.transformer.module"
 SHARED_FUNCTION = "param_is_not_shared"
+# dist_checkpointing's __init__ also imports serialization.py (torch.distributed.checkpoint): the
+# package is built with the names its __init__ takes from these real modules, the rest placeholders.
+DIST_CHECKPOINTING = "megatron.core.dist_checkpointing"
+DIST_CHECKPOINTING_NAMES = {"core": ("check_is_distributed_checkpoint",),
+                            "mapping": ("LocalNonpersistentObject", "ShardedObject",
+                                        "ShardedTensor")}
 
 
 def _rank_zero():
@@ -177,6 +190,9 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
         if fullname == TRANSFORMER_MODULE:
             return importlib.machinery.ModuleSpec(fullname,
                                                   _BuiltLoader(self._transformer_module))
+        if fullname == DIST_CHECKPOINTING:
+            return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(_dist_checkpointing),
+                                                  is_package=True)
         return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(_make_placeholder))
 
     def _empty_package(self, fullname):
@@ -220,6 +236,16 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
 
     def _transformer_module(self, module):
         self._load_alone(module, "transformer/module.py", (SHARED_FUNCTION,))
+
+
+def _dist_checkpointing(module):
+    """The dist_checkpointing package: a placeholder holding the real classes of
+    DIST_CHECKPOINTING_NAMES."""
+    _make_placeholder(module)
+    for submodule, names in DIST_CHECKPOINTING_NAMES.items():
+        real = importlib.import_module(f"{DIST_CHECKPOINTING}.{submodule}")
+        for name in names:
+            setattr(module, name, getattr(real, name))
 
 
 def _make_te_module(module):

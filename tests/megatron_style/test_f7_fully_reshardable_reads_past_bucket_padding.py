@@ -1,0 +1,223 @@
+"""A `fully_reshardable` checkpoint must give every param its own optimizer state.
+
+`get_parameter_state_dp_zero` packs each buffer's state into world tensors bucket by bucket,
+keeping only each bucket's `numel_unpadded` elements: the padding at the end of every bucket is
+stripped. `sharded_param_state_fully_reshardable` then cuts each param's state out of those
+world tensors at `buffer.param_index_map`'s offsets, which count that padding. Every param in a
+bucket after the first is read further on by the padding stripped before its bucket; past the
+end of the world tensor the slice is padded with zeros ("param range exceeds unpadded buffer").
+With one bucket (no overlapped grad reduction) nothing is stripped before any param.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from megatron.core.dist_checkpointing import ShardedTensor
+from megatron.core.dist_checkpointing.dict_utils import dict_list_map_inplace, nested_values
+from megatron.core.distributed.distributed_data_parallel_config import (
+    DistributedDataParallelConfig,
+)
+from megatron.core.distributed.param_and_grad_buffer import (
+    _ParamAndGradBuffer,
+    group_params_for_buffers,
+    partition_buckets,
+)
+from megatron.core.optimizer import OptimizerConfig, _get_megatron_optimizer_based_on_param_groups
+from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+from megatron.core.process_groups_config import ProcessGroupCollection
+
+try:
+    from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
+
+    HAVE_TE = True
+except ImportError:
+    HAVE_TE = False
+
+# Each param fills a bucket of BUCKET_SIZE elements or more, so each gets a bucket of its own.
+SHAPES = [(4,), (2, 3), (4,)]
+BUCKET_SIZE = 4
+GRADS = [[1.0, -2.0, 0.5, 0.25], [-0.5, 1.0, 0.75, -1.0, 0.25, 2.0], [0.5, 0.25, -1.0, 2.0]]
+METADATA = {"distrib_optim_sharding_type": "fully_reshardable"}
+
+
+def _one_rank_groups():
+    """A data-parallel group of this rank alone and its gloo twin. Every rank creates the
+    one-rank groups of all ranks, as new_group requires."""
+    if not torch.distributed.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        torch.distributed.init_process_group(
+            backend, store=torch.distributed.HashStore(), rank=0, world_size=1
+        )
+    mine = None
+    for rank in range(torch.distributed.get_world_size()):
+        groups = (
+            torch.distributed.new_group([rank]),
+            torch.distributed.new_group([rank], backend="gloo"),
+        )
+        if rank == torch.distributed.get_rank():
+            mine = groups
+    return mine
+
+
+class _ModelChunk:
+    """What DistributedOptimizer reads of a DistributedDataParallel model chunk: the config, the
+    param and grad buffers and the bucket groups, built as DistributedDataParallel.__init__
+    builds them for a data-parallel group of one rank."""
+
+    def __init__(self, params, ddp_config, dp_group):
+        if not ddp_config.overlap_grad_reduce:
+            ddp_config.bucket_size = None
+        layout = DistributedOptimizer.compute_full_param_layout(
+            params, ddp_config.bucket_size, 1, ddp_config, expert_data_parallel_world_size=1
+        )
+        names = {param: f"param{i}" for i, param in enumerate(params)}
+        pg_collection = ProcessGroupCollection(tp=dp_group, dp_cp=dp_group)
+        self.ddp_config = ddp_config
+        self.buffers = []
+        groups = group_params_for_buffers(params, ddp_config.grad_reduce_in_fp32)
+        for key, (in_buffer, param_indices) in groups.items():
+            buffer = _ParamAndGradBuffer(
+                ddp_config,
+                key.param_dtype,
+                key.grad_dtype,
+                [(param, names[param]) for param in in_buffer],
+                dp_group,
+                ddp_config.bucket_size,
+                names,
+                1.0,
+                param_indices,
+                ddp_config.nccl_ub,
+                pg_collection,
+                param_layout=layout.layouts[key],
+            )
+            self.buffers.append(buffer)
+        self.expert_parallel_buffers = []
+        self.bucket_groups = partition_buckets(self.buffers)
+        self.expert_parallel_bucket_groups = []
+
+    def _start_bucket_group_param_sync(self, bucket_group, force_sync=False):
+        """With one data-parallel rank the param all-gather has nothing to gather."""
+
+
+def _optimizer_config(inner):
+    if inner == "hybrid":
+        # --optimizer-cpu-offload, which requires the precision-aware optimizer.
+        return OptimizerConfig(
+            optimizer="adam",
+            lr=1e-3,
+            bf16=True,
+            use_distributed_optimizer=True,
+            use_precision_aware_optimizer=True,
+            optimizer_cpu_offload=True,
+            optimizer_offload_fraction=1.0,
+            overlap_cpu_optimizer_d2h_h2d=False,
+        )
+    return OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True, use_distributed_optimizer=True)
+
+
+def _distributed_optimizer(inner):
+    """A bf16 model in several buckets and its DistributedOptimizer, built by the optimizer
+    factory."""
+    dp_group, dp_group_gloo = _one_rank_groups()
+    params = [
+        torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
+        for shape in SHAPES
+    ]
+    ddp_config = DistributedDataParallelConfig(
+        use_distributed_optimizer=True, overlap_grad_reduce=True, bucket_size=BUCKET_SIZE
+    )
+    chunk = _ModelChunk(params, ddp_config, dp_group)
+    assert len(chunk.buffers[0].buckets) == len(SHAPES)
+    param_groups = [
+        {
+            "params": params,
+            "wd_mult": 1.0,
+            "lr_mult": 1.0,
+            "is_expert_parallel": False,
+            "is_decoupled_lr": False,
+        }
+    ]
+    optimizer = _get_megatron_optimizer_based_on_param_groups(
+        _optimizer_config(inner),
+        [chunk],
+        param_groups,
+        per_model_buffers={0: chunk.buffers},
+        data_parallel_group=dp_group,
+        data_parallel_group_gloo=dp_group_gloo,
+        data_parallel_group_idx=0,
+        intra_dist_opt_group=dp_group,
+        pg_collection=ProcessGroupCollection(tp=dp_group, dp_cp=dp_group),
+    )
+    return optimizer, params
+
+
+def _step(optimizer, params):
+    for param, grad in zip(params, GRADS):
+        param.main_grad.copy_(torch.tensor(grad).view(param.shape))
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def _model_sharded_state_dict(params):
+    return {
+        f"param{i}": ShardedTensor.from_rank_offsets(f"param{i}", param, replica_id=(0, 0, 0))
+        for i, param in enumerate(params)
+    }
+
+
+def _saved_and_loaded(saved, loading):
+    """On one rank, what dist_checkpointing.load of `loading` returns after
+    dist_checkpointing.save of `saved`: each ShardedTensor of `loading` replaced by the data
+    saved under its key, and the common (non-sharded) state as saved."""
+    stored = {
+        value.key: value.data.detach().clone()
+        for value in nested_values(saved)
+        if isinstance(value, ShardedTensor)
+    }
+    loaded = dict_list_map_inplace(
+        lambda value: stored[value.key] if isinstance(value, ShardedTensor) else value, loading
+    )
+    loaded["optimizer"] = copy.deepcopy(saved["optimizer"])
+    return loaded
+
+
+def _param_states(optimizer, params):
+    return [
+        {
+            key: value.detach().cpu().clone()
+            for key, value in optimizer._get_main_param_and_optimizer_states(param).items()
+        }
+        for param in params
+    ]
+
+
+# Without TE or Apex, DistributedOptimizer.state_dict() of the fresh optimizer that
+# sharded_state_dict(is_loading=True) starts from asserts a single step count and fails.
+@pytest.mark.skipif(not HAVE_TE, reason="Transformer Engine's FusedAdam is not available")
+@pytest.mark.parametrize("inner", ["adam", "hybrid"])
+def test_fully_reshardable_round_trip_with_several_buckets(inner):
+    saving, saving_params = _distributed_optimizer(inner)
+    _step(saving, saving_params)
+    saved = _param_states(saving, saving_params)
+    checkpoint = saving.sharded_state_dict(
+        _model_sharded_state_dict(saving_params), metadata=METADATA
+    )
+
+    loading, loading_params = _distributed_optimizer(inner)
+    with torch.no_grad():
+        for loading_param, saving_param in zip(loading_params, saving_params):
+            loading_param.copy_(saving_param)
+    to_load = loading.sharded_state_dict(
+        _model_sharded_state_dict(loading_params), is_loading=True, metadata=METADATA
+    )
+    loading.load_state_dict(_saved_and_loaded(checkpoint, to_load))
+
+    loaded = _param_states(loading, loading_params)
+    for index, (got, want) in enumerate(zip(loaded, saved)):
+        for key, value in want.items():
+            assert torch.equal(got[key], value), (
+                f"param {index} (bucket {saving.model_param_gbuf_map[saving_params[index]][2]}): "
+                f"{key} {got[key].tolist()} after the load, {value.tolist()} saved"
+            )
