@@ -5,7 +5,11 @@
 A file named test_<id>_*.py belongs to the patch <id> (pr6982, f1, ..., f12). On each tree the
 file must pass exactly when the tree carries that patch: NAME (default d8b71082) has none,
 NAME-pr6982 the seed fix, NAME-pr6982-FN the seed fix and FN's patch, NAME-pr6982-all every one.
-pytest runs once per tree, in a process of its own (the device layer is installed per process).
+pytest runs twice per tree, with Transformer Engine's FusedAdam and without it
+(--megatron-without-te), each time in a process of its own (the device layer is installed per
+process). A collection error is wrong on every tree.
+A file whose every case is skipped on a tree (a test that needs a real GPU, say) decides nothing
+there: it is listed with the skip's reason, not counted as passing.
 Exit 0 when every outcome is the expected one, 1 otherwise, 2 on bad input; each wrong outcome is
 printed with the command that replays it.
 """
@@ -19,6 +23,8 @@ import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FILE_PATTERN = re.compile(r"^test_(pr6982|f\d+)_\w+\.py$")
+SKIPPED = {}  # file: the reason, for files skipped on some tree
+DECIDED = set()  # files that passed or failed on some tree
 
 
 def test_files():
@@ -44,40 +50,55 @@ def trees(root, name, ids):
     return found
 
 
-def pytest_command(tree, report=None):
+def pytest_command(tree, without_te, report=None):
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", HERE,
-               f"--megatron-tree={tree}"]
+               f"--megatron-tree={tree}"] + (["--megatron-without-te"] if without_te else [])
     return command + ([f"--junitxml={report}"] if report else [])
 
 
-def failed_files(tree):
-    """The test files with a failure or an error on `tree`, and pytest's exit status."""
+def outcomes(tree, without_te):
+    """({file: "failed", "passed" or "skipped: reason"} on `tree`, pytest's exit status); a file
+    is skipped when every case of it is."""
     with tempfile.TemporaryDirectory() as scratch:
         report = os.path.join(scratch, "report.xml")
         env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONDONTWRITEBYTECODE="1")
-        run = subprocess.run(pytest_command(tree, report), env=env, capture_output=True,
+        run = subprocess.run(pytest_command(tree, without_te, report), env=env, capture_output=True,
                              text=True, check=False)
         if run.returncode not in (0, 1):
             sys.stdout.write(run.stdout + run.stderr)
             return None, run.returncode
-        failed = set()
+        found = {}
         for case in ElementTree.parse(report).iter("testcase"):
-            if case.find("failure") is not None or case.find("error") is not None:
-                failed.add(case.get("classname").split(".")[-1] + ".py")
-        return failed, run.returncode
+            name = case.get("classname").split(".")[-1] + ".py"
+            skipped = case.find("skipped")
+            if case.find("error") is not None:
+                found[name] = "error"
+            elif case.find("failure") is not None and found.get(name) != "error":
+                found[name] = "failed"
+            elif skipped is None:
+                found[name] = found.get(name) if found.get(name) in ("failed", "error") \
+                    else "passed"
+            elif name not in found:
+                found[name] = "skipped: " + skipped.get("message", "")
+        return found, run.returncode
 
 
-def check_tree(tree, carried, files):
+def check_tree(tree, carried, files, without_te):
     """The wrong outcomes on one tree, as printable lines."""
-    failed, status = failed_files(tree)
-    if failed is None:
+    found, status = outcomes(tree, without_te)
+    if found is None:
         return [f"{tree}: pytest exited {status} (not a test failure)"]
+    tree += " (without TE)" if without_te else ""
     wrong = []
     for patch_id, name in files.items():
-        should_pass = patch_id in carried
-        if should_pass == (name in failed):
-            verdict = "fails" if should_pass else "passes"
-            wrong.append(f"{tree}: {name} {verdict}, expected the opposite")
+        outcome = found.get(name, "not collected")
+        if outcome.startswith("skipped"):
+            SKIPPED.setdefault(name, outcome)
+            continue
+        DECIDED.add(name)
+        expected = "passed" if patch_id in carried else "failed"
+        if outcome != expected:
+            wrong.append(f"{tree}: {name} {outcome}, expected {expected}")
     return wrong
 
 
@@ -88,13 +109,18 @@ def main(argv):
     files = test_files()
     wrong = []
     for tree, carried in trees(argv[1], argv[2] if len(argv) == 3 else "d8b71082", files):
-        outcome = check_tree(tree, carried, files)
-        print(f"{os.path.basename(tree)}: {'as expected' if not outcome else 'WRONG'}")
-        wrong += outcome
+        for without_te in (False, True):
+            outcome = check_tree(tree, carried, files, without_te)
+            print(f"{os.path.basename(tree)}{' without TE' if without_te else ''}: "
+                  f"{'as expected' if not outcome else 'WRONG'}")
+            wrong += outcome
+    for name, reason in sorted(SKIPPED.items()):
+        if name not in DECIDED:
+            print(f"{name}: decides nothing here ({reason})")
     for line in wrong:
         print(line)
     if wrong:
-        print("replay one tree with: " + " ".join(pytest_command("TREE")))
+        print("replay one tree with: " + " ".join(pytest_command("TREE", False)))
     return 1 if wrong else 0
 
 

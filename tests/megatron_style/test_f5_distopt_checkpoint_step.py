@@ -1,0 +1,346 @@
+"""Resuming the distributed optimizer from a distributed checkpoint must keep its step count.
+
+`dist_checkpointing.load` of the optimizer goes through `DistributedOptimizer.sharded_state_dict(
+is_loading=True)`: it runs `load_state_dict(state_dict())` on the optimizer about to load and
+links the tensors of its state, which the load fills in place. `load_state_dict` then sets the
+step from the loaded param groups and copies the parameter state with
+`_set_main_param_and_optimizer_states` (`load_parameter_state_from_dp_reshardable` for the
+default `dp_reshardable` format, `load_parameter_state_from_fully_reshardable` for
+`fully_reshardable`). Several steps of this path mishandle the step count, which torch's AdamW
+keeps as a tensor in each parameter's state and FusedAdam as a value in each param group:
+
+- Without Transformer Engine or Apex the factory's Adam is `torch.optim.AdamW`, and `state_dict()`
+  asserts that the per-parameter state holds exactly one `step`. The optimizer about to load has
+  no state yet, so the load stops with an AssertionError.
+- `load_state_dict` gives every parameter's state the same `step` tensor, which torch's AdamW
+  then increments in place once per parameter.
+- `_set_main_param_and_optimizer_states` treats `step` as one of the state tensors. Without the
+  precision-aware optimizer it copies every tensor of the live state, and the `fully_reshardable`
+  state holds no step: KeyError. The `dp_reshardable` state holds, for each parameter, the step
+  the optimizer had before the load (a LocalNonpersistentObject), which replaces the loaded one.
+- With the hybrid optimizer, `state_dict()` takes the step only from a host torch AdamW that has
+  stepped. With nothing offloaded there is none: no step is saved, and the accelerator FusedAdam
+  counts from 0 again. Where a step is saved, the load leaves it in the hybrid optimizer's param
+  groups, and `_sync_hdo_param_groups_to_sub_optimizers` copies it into the FusedAdam's groups
+  before every step: the count stays at the saved step plus one.
+
+Each case steps, saves, resumes into a fresh optimizer and steps on; the states must equal
+those of the optimizer that stepped on without the interruption.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from megatron.core.dist_checkpointing.dict_utils import dict_list_map_inplace, merge, nested_values
+from megatron.core.dist_checkpointing.mapping import ShardedTensor
+from megatron.core.dist_checkpointing.utils import extract_nonpersistent, extract_sharded_base
+from megatron.core.distributed.distributed_data_parallel_config import (
+    DistributedDataParallelConfig,
+)
+from megatron.core.distributed.param_and_grad_buffer import (
+    _ParamAndGradBuffer,
+    group_params_for_buffers,
+    partition_buckets,
+)
+from megatron.core.optimizer import OptimizerConfig, _get_megatron_optimizer_based_on_param_groups
+from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+from megatron.core.process_groups_config import ProcessGroupCollection
+
+try:
+    from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
+
+    HAVE_TE = True
+except ImportError:
+    HAVE_TE = False
+
+SHAPES = [(4,), (2, 3)]
+GRADS = [
+    [[1.0, -2.0, 0.5, 0.25], [-0.5, 1.0, 0.75, -1.0, 0.25, 2.0]],
+    [[0.5, 0.25, -1.0, 2.0], [1.0, -0.25, 0.5, 0.75, -2.0, 0.5]],
+    [[-1.0, 0.5, 2.0, -0.25], [0.25, 0.5, -1.0, 1.0, 0.75, -0.5]],
+    [[0.75, -0.5, 0.25, 1.0], [-2.0, 0.25, 1.0, -0.5, 0.5, 1.0]],
+]
+# The checkpoint is taken after this many of the steps of GRADS.
+STEPS_BEFORE = 2
+OPTIMIZER_CASES = {
+    # The factory's Adam: Transformer Engine's (or Apex's) FusedAdam, else torch.optim.AdamW.
+    "adam": {},
+    # --optimizer-cpu-offload (precision-aware): everything on the host torch AdamW.
+    "hybrid": {
+        "use_precision_aware_optimizer": True,
+        "optimizer_cpu_offload": True,
+        "optimizer_offload_fraction": 1.0,
+    },
+    # One param on the host torch AdamW, the other on the accelerator Adam.
+    "hybrid-mixed": {
+        "use_precision_aware_optimizer": True,
+        "optimizer_cpu_offload": True,
+        "optimizer_offload_fraction": 0.25,
+    },
+    # Nothing offloaded: the accelerator Adam only.
+    "hybrid-accelerator": {
+        "use_precision_aware_optimizer": True,
+        "optimizer_cpu_offload": True,
+        "optimizer_offload_fraction": 0.0,
+    },
+    # Not precision-aware (not reachable from the command line): host torch AdamW only.
+    "hybrid-not-precision-aware": {
+        "optimizer_cpu_offload": True,
+        "optimizer_offload_fraction": 1.0,
+    },
+}
+# The formats Megatron's checkpointing chooses: `dp_reshardable` by default, `fully_reshardable`
+# with --dist-ckpt-optim-fully-reshardable.
+SHARDING_TYPES = ["dp_reshardable", "fully_reshardable"]
+# The hybrid optimizer without precision-aware keeps its host copies in its state as
+# "master_param", which a fully_reshardable checkpoint does not hold.
+CASES = [
+    (case, sharding_type)
+    for case in OPTIMIZER_CASES
+    for sharding_type in SHARDING_TYPES
+    if (case, sharding_type) != ("hybrid-not-precision-aware", "fully_reshardable")
+]
+
+
+def _one_rank_groups():
+    """A data-parallel group of this rank alone and its gloo twin. Every rank creates the
+    one-rank groups of all ranks, as new_group requires."""
+    if not torch.distributed.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        torch.distributed.init_process_group(
+            backend, store=torch.distributed.HashStore(), rank=0, world_size=1
+        )
+    mine = None
+    for rank in range(torch.distributed.get_world_size()):
+        groups = (
+            torch.distributed.new_group([rank]),
+            torch.distributed.new_group([rank], backend="gloo"),
+        )
+        if rank == torch.distributed.get_rank():
+            mine = groups
+    return mine
+
+
+class _ModelChunk:
+    """What DistributedOptimizer reads of a DistributedDataParallel model chunk: the config, the
+    param and grad buffers and the bucket groups, built as DistributedDataParallel.__init__
+    builds them for a data-parallel group of one rank."""
+
+    def __init__(self, params, ddp_config, dp_group):
+        if not ddp_config.overlap_grad_reduce:
+            ddp_config.bucket_size = None
+        layout = DistributedOptimizer.compute_full_param_layout(
+            params, ddp_config.bucket_size, 1, ddp_config, expert_data_parallel_world_size=1
+        )
+        names = {param: f"param{i}" for i, param in enumerate(params)}
+        pg_collection = ProcessGroupCollection(tp=dp_group, dp_cp=dp_group)
+        self.ddp_config = ddp_config
+        self.buffers = []
+        groups = group_params_for_buffers(params, ddp_config.grad_reduce_in_fp32)
+        for key, (in_buffer, param_indices) in groups.items():
+            buffer = _ParamAndGradBuffer(
+                ddp_config,
+                key.param_dtype,
+                key.grad_dtype,
+                [(param, names[param]) for param in in_buffer],
+                dp_group,
+                ddp_config.bucket_size,
+                names,
+                1.0,
+                param_indices,
+                ddp_config.nccl_ub,
+                pg_collection,
+                param_layout=layout.layouts[key],
+            )
+            self.buffers.append(buffer)
+        self.expert_parallel_buffers = []
+        self.bucket_groups = partition_buckets(self.buffers)
+        self.expert_parallel_bucket_groups = []
+
+    def _start_bucket_group_param_sync(self, bucket_group, force_sync=False):
+        """With one data-parallel rank the param all-gather has nothing to gather."""
+
+
+def _distributed_optimizer(case):
+    """A bf16 model's DistributedOptimizer, built by the optimizer factory with the options of
+    OPTIMIZER_CASES[case]."""
+    dp_group, dp_group_gloo = _one_rank_groups()
+    params = [
+        torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
+        for shape in SHAPES
+    ]
+    chunk = _ModelChunk(params, DistributedDataParallelConfig(use_distributed_optimizer=True),
+                        dp_group)
+    config = OptimizerConfig(
+        optimizer="adam",
+        lr=1e-3,
+        bf16=True,
+        use_distributed_optimizer=True,
+        overlap_cpu_optimizer_d2h_h2d=False,
+        **OPTIMIZER_CASES[case],
+    )
+    param_groups = [
+        {
+            "params": params,
+            "wd_mult": 1.0,
+            "lr_mult": 1.0,
+            "is_expert_parallel": False,
+            "is_decoupled_lr": False,
+        }
+    ]
+    optimizer = _get_megatron_optimizer_based_on_param_groups(
+        config,
+        [chunk],
+        param_groups,
+        per_model_buffers={0: chunk.buffers},
+        data_parallel_group=dp_group,
+        data_parallel_group_gloo=dp_group_gloo,
+        data_parallel_group_idx=0,
+        intra_dist_opt_group=dp_group,
+        pg_collection=ProcessGroupCollection(tp=dp_group, dp_cp=dp_group),
+    )
+    return optimizer, params
+
+
+def _step(optimizer, params, grads):
+    for param, grad in zip(params, grads):
+        param.main_grad.copy_(torch.tensor(grad).view(param.shape))
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def _model_sharded_state_dict(params):
+    return {
+        f"param{i}": ShardedTensor.from_rank_offsets(f"param{i}", param, replica_id=(0, 0, 0))
+        for i, param in enumerate(params)
+    }
+
+
+def _copy(data):
+    return data.detach().clone() if isinstance(data, torch.Tensor) else copy.deepcopy(data)
+
+
+def _where(value):
+    """Where a ShardedTensor's or ShardedObject's data is in the checkpoint; on one rank, the
+    key and the global offset name it (several params of a bucket share a key)."""
+    return value.key, tuple(value.global_offset)
+
+
+def _save(sharded_state_dict):
+    """What dist_checkpointing.save writes of `sharded_state_dict` on one rank, copied: the data
+    of each ShardedTensor and ShardedObject by where it goes, and the common state (everything
+    else but the LocalNonpersistentObjects)."""
+    _, persistent = extract_nonpersistent(sharded_state_dict)
+    sharded, common = extract_sharded_base(persistent)
+    stored = {_where(value): _copy(value.data) for value in nested_values(sharded)}
+    return stored, _copy(common)
+
+
+def _read(value, saved):
+    """A ShardedTensor's saved data read into its tensor in place, as the torch_dist strategy
+    reads it; a ShardedObject's saved object."""
+    if isinstance(value, ShardedTensor):
+        with torch.no_grad():
+            value.data.copy_(saved)
+        return value.data.detach()
+    return copy.deepcopy(saved)
+
+
+def _load(sharded_state_dict, checkpoint):
+    """What dist_checkpointing.load of `sharded_state_dict` returns on one rank: the saved common
+    state, merged with the values of its LocalNonpersistentObjects and with the data saved where
+    its ShardedTensors and ShardedObjects point."""
+    stored, common = checkpoint
+    nonpersistent, persistent = extract_nonpersistent(sharded_state_dict)
+    sharded, _ = extract_sharded_base(persistent)
+    state_dict = _copy(common)
+    merge(state_dict, dict_list_map_inplace(lambda value: value.unwrap(), nonpersistent))
+    merge(state_dict, dict_list_map_inplace(lambda value: _read(value, stored[_where(value)]),
+                                            sharded))
+    return state_dict
+
+
+def _param_states(optimizer, params):
+    """Per model param, on the host: the model param, its main param ("param") and the
+    optimizer's state tensors."""
+    states = []
+    for param in params:
+        tensors = optimizer._get_main_param_and_optimizer_states(param)
+        state = {key: value.detach().cpu().clone() for key, value in tensors.items()}
+        state["model_param"] = param.detach().cpu().clone()
+        states.append(state)
+    return states
+
+
+def _sharded_state_dict(optimizer, params, metadata, is_loading=False):
+    """The model's and the optimizer's sharded state dicts, as a checkpoint holds them."""
+    model = _model_sharded_state_dict(params)
+    return {
+        "model": model,
+        "optimizer": optimizer.sharded_state_dict(
+            model, is_loading=is_loading, metadata=metadata
+        ),
+    }
+
+
+def _checkpoint_after_steps(case, metadata):
+    """An optimizer stepped STEPS_BEFORE times, its params and its checkpoint."""
+    optimizer, params = _distributed_optimizer(case)
+    for grads in GRADS[:STEPS_BEFORE]:
+        _step(optimizer, params, grads)
+    return optimizer, params, _save(_sharded_state_dict(optimizer, params, metadata))
+
+
+def _resumed(case, checkpoint, metadata):
+    """A fresh optimizer and its params, loaded from `checkpoint` as load_checkpoint loads a
+    distributed checkpoint: one load of the model's and the optimizer's sharded state dicts
+    (which fills the model params in place), then the optimizer's load_state_dict."""
+    optimizer, params = _distributed_optimizer(case)
+    to_load = _sharded_state_dict(optimizer, params, metadata, is_loading=True)
+    optimizer.load_state_dict(_load(to_load, checkpoint)["optimizer"])
+    return optimizer, params
+
+
+def _skip_without_fused_adam(case):
+    # Without TE the accelerator side is torch's AdamW, whose per-parameter step the host cases
+    # cover; its load also meets the hybrid optimizer moving a torch AdamW's state to the host.
+    if case in ("hybrid-mixed", "hybrid-accelerator") and not HAVE_TE:
+        pytest.skip("Transformer Engine's FusedAdam is not available")
+
+
+def _step_counts(optimizer):
+    """The step counts of the inner optimizer, or of each hybrid sub-optimizer: per param group
+    (FusedAdam) and per parameter (torch's AdamW)."""
+    inner = optimizer.optimizer
+    return [
+        (
+            type(sub_optimizer).__name__,
+            [group.get("step") for group in sub_optimizer.param_groups],
+            [float(state["step"]) for state in sub_optimizer.state.values() if "step" in state],
+        )
+        for sub_optimizer in getattr(inner, "sub_optimizers", [inner])
+    ]
+
+
+@pytest.mark.parametrize("case,sharding_type", CASES)
+def test_distributed_checkpoint_resume_equals_no_interruption(case, sharding_type):
+    _skip_without_fused_adam(case)
+    metadata = {"distrib_optim_sharding_type": sharding_type}
+    uninterrupted, uninterrupted_params, checkpoint = _checkpoint_after_steps(case, metadata)
+    resumed, resumed_params = _resumed(case, checkpoint, metadata)
+    for grads in GRADS[STEPS_BEFORE:]:
+        _step(uninterrupted, uninterrupted_params, grads)
+        _step(resumed, resumed_params, grads)
+
+    got = _param_states(resumed, resumed_params)
+    want = _param_states(uninterrupted, uninterrupted_params)
+    steps = f"steps {_step_counts(resumed)} after resuming, {_step_counts(uninterrupted)} without"
+    for index, (got_state, want_state) in enumerate(zip(got, want)):
+        assert want_state.keys() <= got_state.keys(), f"param {index}: {got_state.keys()}"
+        for key, value in want_state.items():
+            assert torch.equal(got_state[key], value), (
+                f"param {index}: {key} {got_state[key].flatten().tolist()} after resuming, "
+                f"{value.flatten().tolist()} without the interruption ({steps})"
+            )
