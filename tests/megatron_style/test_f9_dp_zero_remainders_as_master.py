@@ -19,14 +19,10 @@ import torch
 from megatron.core.distributed.distributed_data_parallel_config import (
     DistributedDataParallelConfig,
 )
-from megatron.core.distributed.param_and_grad_buffer import (
-    _ParamAndGradBuffer,
-    group_params_for_buffers,
-    partition_buckets,
-)
 from megatron.core.optimizer import OptimizerConfig, _get_megatron_optimizer_based_on_param_groups
-from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 from megatron.core.process_groups_config import ProcessGroupCollection
+
+from dp1_helpers import ModelChunk, one_rank_groups
 
 try:
     from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
@@ -40,75 +36,16 @@ GRADS = [[1.0, -2.0, 0.5, 0.25], [-0.5, 1.0, 0.75, -1.0, 0.25, 2.0]]
 STEPS = 3
 
 
-def _one_rank_groups():
-    """A data-parallel group of this rank alone and its gloo twin. Every rank creates the
-    one-rank groups of all ranks, as new_group requires."""
-    if not torch.distributed.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        torch.distributed.init_process_group(
-            backend, store=torch.distributed.HashStore(), rank=0, world_size=1
-        )
-    mine = None
-    for rank in range(torch.distributed.get_world_size()):
-        groups = (
-            torch.distributed.new_group([rank]),
-            torch.distributed.new_group([rank], backend="gloo"),
-        )
-        if rank == torch.distributed.get_rank():
-            mine = groups
-    return mine
-
-
-class _ModelChunk:
-    """What DistributedOptimizer reads of a DistributedDataParallel model chunk: the config, the
-    param and grad buffers and the bucket groups, built as DistributedDataParallel.__init__
-    builds them for a data-parallel group of one rank."""
-
-    def __init__(self, params, ddp_config, dp_group):
-        if not ddp_config.overlap_grad_reduce:
-            ddp_config.bucket_size = None
-        layout = DistributedOptimizer.compute_full_param_layout(
-            params, ddp_config.bucket_size, 1, ddp_config, expert_data_parallel_world_size=1
-        )
-        names = {param: f"param{i}" for i, param in enumerate(params)}
-        pg_collection = ProcessGroupCollection(tp=dp_group, dp_cp=dp_group)
-        self.ddp_config = ddp_config
-        self.buffers = []
-        groups = group_params_for_buffers(params, ddp_config.grad_reduce_in_fp32)
-        for key, (in_buffer, param_indices) in groups.items():
-            buffer = _ParamAndGradBuffer(
-                ddp_config,
-                key.param_dtype,
-                key.grad_dtype,
-                [(param, names[param]) for param in in_buffer],
-                dp_group,
-                ddp_config.bucket_size,
-                names,
-                1.0,
-                param_indices,
-                ddp_config.nccl_ub,
-                pg_collection,
-                param_layout=layout.layouts[key],
-            )
-            self.buffers.append(buffer)
-        self.expert_parallel_buffers = []
-        self.bucket_groups = partition_buckets(self.buffers)
-        self.expert_parallel_bucket_groups = []
-
-    def _start_bucket_group_param_sync(self, bucket_group, force_sync=False):
-        """With one data-parallel rank the param all-gather has nothing to gather."""
-
-
 def _distributed_optimizer():
     """A bf16 model's precision-aware DistributedOptimizer over TE's FusedAdam (no offload),
     built by the optimizer factory with Megatron's default store_param_remainders."""
-    dp_group, dp_group_gloo = _one_rank_groups()
+    dp_group, dp_group_gloo = one_rank_groups()
     params = [
         torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
         for shape in SHAPES
     ]
     ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=True)
-    chunk = _ModelChunk(params, ddp_config, dp_group)
+    chunk = ModelChunk(params, ddp_config, dp_group)
     config = OptimizerConfig(
         optimizer="adam",
         lr=1e-3,
