@@ -1,15 +1,20 @@
-"""A DistributedOptimizer's surroundings at data-parallel size 1, for the checkpoint tests of this
-folder (test_f5, test_f7, test_f8, test_f9): one-rank process groups and the parts of a
-DistributedDataParallel model chunk the optimizer reads. Copy it with those tests.
+"""A DistributedOptimizer at data-parallel size 1, for the checkpoint tests of this folder
+(test_f5, test_f7, test_f8, test_f9): one-rank process groups, the parts of a
+DistributedDataParallel model chunk the optimizer reads, the optimizer built by Megatron's
+factory, and a step. Copy it with those tests.
 """
 
 import torch
 
+from megatron.core.distributed.distributed_data_parallel_config import (
+    DistributedDataParallelConfig,
+)
 from megatron.core.distributed.param_and_grad_buffer import (
     _ParamAndGradBuffer,
     group_params_for_buffers,
     partition_buckets,
 )
+from megatron.core.optimizer import _get_megatron_optimizer_based_on_param_groups
 from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 from megatron.core.process_groups_config import ProcessGroupCollection
 
@@ -71,3 +76,42 @@ class ModelChunk:
 
     def _start_bucket_group_param_sync(self, bucket_group, force_sync=False):
         """With one data-parallel rank the param all-gather has nothing to gather."""
+
+
+def bf16_params(shapes):
+    """Model params of `shapes` on the accelerator, every element 0.5 in bf16."""
+    return [
+        torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
+        for shape in shapes
+    ]
+
+
+def distributed_optimizer(config, params, ddp_config=None):
+    """The DistributedOptimizer of `config` over `params` (one param group) at data-parallel
+    size 1, built by Megatron's optimizer factory, and the model chunk it reads."""
+    dp_group, dp_group_gloo = one_rank_groups()
+    if ddp_config is None:
+        ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=True)
+    chunk = ModelChunk(params, ddp_config, dp_group)
+    param_group = {"params": params, "wd_mult": 1.0, "lr_mult": 1.0,
+                   "is_expert_parallel": False, "is_decoupled_lr": False}
+    optimizer = _get_megatron_optimizer_based_on_param_groups(
+        config,
+        [chunk],
+        [param_group],
+        per_model_buffers={0: chunk.buffers},
+        data_parallel_group=dp_group,
+        data_parallel_group_gloo=dp_group_gloo,
+        data_parallel_group_idx=0,
+        intra_dist_opt_group=dp_group,
+        pg_collection=ProcessGroupCollection(tp=dp_group, dp_cp=dp_group),
+    )
+    return optimizer, chunk
+
+
+def step(optimizer, params, grads):
+    """One optimizer step with `grads` (a flat list per param) as the params' main grads."""
+    for param, grad in zip(params, grads):
+        param.main_grad.copy_(torch.tensor(grad).view(param.shape))
+    optimizer.step()
+    optimizer.zero_grad()

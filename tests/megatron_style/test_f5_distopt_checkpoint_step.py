@@ -36,13 +36,9 @@ import torch
 from megatron.core.dist_checkpointing.dict_utils import dict_list_map_inplace, merge, nested_values
 from megatron.core.dist_checkpointing.mapping import ShardedTensor
 from megatron.core.dist_checkpointing.utils import extract_nonpersistent, extract_sharded_base
-from megatron.core.distributed.distributed_data_parallel_config import (
-    DistributedDataParallelConfig,
-)
-from megatron.core.optimizer import OptimizerConfig, _get_megatron_optimizer_based_on_param_groups
-from megatron.core.process_groups_config import ProcessGroupCollection
+from megatron.core.optimizer import OptimizerConfig
 
-from dp1_helpers import ModelChunk, one_rank_groups
+from dp1_helpers import bf16_params, distributed_optimizer, step
 
 try:
     from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
@@ -103,13 +99,7 @@ CASES = [
 def _distributed_optimizer(case):
     """A bf16 model's DistributedOptimizer, built by the optimizer factory with the options of
     OPTIMIZER_CASES[case]."""
-    dp_group, dp_group_gloo = one_rank_groups()
-    params = [
-        torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
-        for shape in SHAPES
-    ]
-    chunk = ModelChunk(params, DistributedDataParallelConfig(use_distributed_optimizer=True),
-                        dp_group)
+    params = bf16_params(SHAPES)
     config = OptimizerConfig(
         optimizer="adam",
         lr=1e-3,
@@ -118,34 +108,7 @@ def _distributed_optimizer(case):
         overlap_cpu_optimizer_d2h_h2d=False,
         **OPTIMIZER_CASES[case],
     )
-    param_groups = [
-        {
-            "params": params,
-            "wd_mult": 1.0,
-            "lr_mult": 1.0,
-            "is_expert_parallel": False,
-            "is_decoupled_lr": False,
-        }
-    ]
-    optimizer = _get_megatron_optimizer_based_on_param_groups(
-        config,
-        [chunk],
-        param_groups,
-        per_model_buffers={0: chunk.buffers},
-        data_parallel_group=dp_group,
-        data_parallel_group_gloo=dp_group_gloo,
-        data_parallel_group_idx=0,
-        intra_dist_opt_group=dp_group,
-        pg_collection=ProcessGroupCollection(tp=dp_group, dp_cp=dp_group),
-    )
-    return optimizer, params
-
-
-def _step(optimizer, params, grads):
-    for param, grad in zip(params, grads):
-        param.main_grad.copy_(torch.tensor(grad).view(param.shape))
-    optimizer.step()
-    optimizer.zero_grad()
+    return distributed_optimizer(config, params)[0], params
 
 
 def _model_sharded_state_dict(params):
@@ -226,7 +189,7 @@ def _checkpoint_after_steps(case, metadata):
     """An optimizer stepped STEPS_BEFORE times, its params and its checkpoint."""
     optimizer, params = _distributed_optimizer(case)
     for grads in GRADS[:STEPS_BEFORE]:
-        _step(optimizer, params, grads)
+        step(optimizer, params, grads)
     return optimizer, params, _save(_sharded_state_dict(optimizer, params, metadata))
 
 
@@ -268,8 +231,8 @@ def test_distributed_checkpoint_resume_equals_no_interruption(case, sharding_typ
     uninterrupted, uninterrupted_params, checkpoint = _checkpoint_after_steps(case, metadata)
     resumed, resumed_params = _resumed(case, checkpoint, metadata)
     for grads in GRADS[STEPS_BEFORE:]:
-        _step(uninterrupted, uninterrupted_params, grads)
-        _step(resumed, resumed_params, grads)
+        step(uninterrupted, uninterrupted_params, grads)
+        step(resumed, resumed_params, grads)
 
     got = _param_states(resumed, resumed_params)
     want = _param_states(uninterrupted, uninterrupted_params)

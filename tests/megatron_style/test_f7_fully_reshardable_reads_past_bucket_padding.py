@@ -19,10 +19,9 @@ from megatron.core.dist_checkpointing.dict_utils import dict_list_map_inplace, n
 from megatron.core.distributed.distributed_data_parallel_config import (
     DistributedDataParallelConfig,
 )
-from megatron.core.optimizer import OptimizerConfig, _get_megatron_optimizer_based_on_param_groups
-from megatron.core.process_groups_config import ProcessGroupCollection
+from megatron.core.optimizer import OptimizerConfig
 
-from dp1_helpers import ModelChunk, one_rank_groups
+from dp1_helpers import bf16_params, distributed_optimizer, step
 
 try:
     from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
@@ -57,44 +56,13 @@ def _optimizer_config(inner):
 def _distributed_optimizer(inner):
     """A bf16 model in several buckets and its DistributedOptimizer, built by the optimizer
     factory."""
-    dp_group, dp_group_gloo = one_rank_groups()
-    params = [
-        torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
-        for shape in SHAPES
-    ]
+    params = bf16_params(SHAPES)
     ddp_config = DistributedDataParallelConfig(
         use_distributed_optimizer=True, overlap_grad_reduce=True, bucket_size=BUCKET_SIZE
     )
-    chunk = ModelChunk(params, ddp_config, dp_group)
+    optimizer, chunk = distributed_optimizer(_optimizer_config(inner), params, ddp_config)
     assert len(chunk.buffers[0].buckets) == len(SHAPES)
-    param_groups = [
-        {
-            "params": params,
-            "wd_mult": 1.0,
-            "lr_mult": 1.0,
-            "is_expert_parallel": False,
-            "is_decoupled_lr": False,
-        }
-    ]
-    optimizer = _get_megatron_optimizer_based_on_param_groups(
-        _optimizer_config(inner),
-        [chunk],
-        param_groups,
-        per_model_buffers={0: chunk.buffers},
-        data_parallel_group=dp_group,
-        data_parallel_group_gloo=dp_group_gloo,
-        data_parallel_group_idx=0,
-        intra_dist_opt_group=dp_group,
-        pg_collection=ProcessGroupCollection(tp=dp_group, dp_cp=dp_group),
-    )
     return optimizer, params
-
-
-def _step(optimizer, params):
-    for param, grad in zip(params, GRADS):
-        param.main_grad.copy_(torch.tensor(grad).view(param.shape))
-    optimizer.step()
-    optimizer.zero_grad()
 
 
 def _model_sharded_state_dict(params):
@@ -136,7 +104,7 @@ def _param_states(optimizer, params):
 @pytest.mark.parametrize("inner", ["adam", "hybrid"])
 def test_fully_reshardable_round_trip_with_several_buckets(inner):
     saving, saving_params = _distributed_optimizer(inner)
-    _step(saving, saving_params)
+    step(saving, saving_params, GRADS)
     saved = _param_states(saving, saving_params)
     checkpoint = saving.sharded_state_dict(
         _model_sharded_state_dict(saving_params), metadata=METADATA

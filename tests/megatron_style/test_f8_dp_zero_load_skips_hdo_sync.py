@@ -17,13 +17,9 @@ import copy
 import pytest
 import torch
 
-from megatron.core.distributed.distributed_data_parallel_config import (
-    DistributedDataParallelConfig,
-)
-from megatron.core.optimizer import OptimizerConfig, _get_megatron_optimizer_based_on_param_groups
-from megatron.core.process_groups_config import ProcessGroupCollection
+from megatron.core.optimizer import OptimizerConfig
 
-from dp1_helpers import ModelChunk, one_rank_groups
+from dp1_helpers import bf16_params, distributed_optimizer, step
 
 SHAPES = [(4,), (2, 3)]
 GRADS = [[1.0, -2.0, 0.5, 0.25], [-0.5, 1.0, 0.75, -1.0, 0.25, 2.0]]
@@ -35,13 +31,7 @@ STEPS = 3
 def _distributed_optimizer(offload_fraction):
     """A bf16 model's DistributedOptimizer over the hybrid optimizer (precision-aware, as
     --optimizer-cpu-offload requires), built by the optimizer factory."""
-    dp_group, dp_group_gloo = one_rank_groups()
-    params = [
-        torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
-        for shape in SHAPES
-    ]
-    ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=True)
-    chunk = ModelChunk(params, ddp_config, dp_group)
+    params = bf16_params(SHAPES)
     config = OptimizerConfig(
         optimizer="adam",
         lr=1e-3,
@@ -52,34 +42,7 @@ def _distributed_optimizer(offload_fraction):
         optimizer_offload_fraction=offload_fraction,
         overlap_cpu_optimizer_d2h_h2d=False,
     )
-    param_groups = [
-        {
-            "params": params,
-            "wd_mult": 1.0,
-            "lr_mult": 1.0,
-            "is_expert_parallel": False,
-            "is_decoupled_lr": False,
-        }
-    ]
-    optimizer = _get_megatron_optimizer_based_on_param_groups(
-        config,
-        [chunk],
-        param_groups,
-        per_model_buffers={0: chunk.buffers},
-        data_parallel_group=dp_group,
-        data_parallel_group_gloo=dp_group_gloo,
-        data_parallel_group_idx=0,
-        intra_dist_opt_group=dp_group,
-        pg_collection=ProcessGroupCollection(tp=dp_group, dp_cp=dp_group),
-    )
-    return optimizer, params
-
-
-def _step(optimizer, params):
-    for param, grad in zip(params, GRADS):
-        param.main_grad.copy_(torch.tensor(grad).view(param.shape))
-    optimizer.step()
-    optimizer.zero_grad()
+    return distributed_optimizer(config, params)[0], params
 
 
 def _sub_optimizer_state(optimizer, params):
@@ -102,7 +65,7 @@ def _sub_optimizer_state(optimizer, params):
 def test_dp_zero_round_trip_reaches_the_sub_optimizers(offload_fraction):
     saving, saving_params = _distributed_optimizer(offload_fraction)
     for _ in range(STEPS):
-        _step(saving, saving_params)
+        step(saving, saving_params, GRADS)
     saved = _sub_optimizer_state(saving, saving_params)
     # A torch-format checkpoint: the common state dict and the gathered parameter state.
     common = copy.deepcopy(saving.state_dict())

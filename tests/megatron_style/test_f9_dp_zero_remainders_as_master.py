@@ -16,13 +16,9 @@ import copy
 import pytest
 import torch
 
-from megatron.core.distributed.distributed_data_parallel_config import (
-    DistributedDataParallelConfig,
-)
-from megatron.core.optimizer import OptimizerConfig, _get_megatron_optimizer_based_on_param_groups
-from megatron.core.process_groups_config import ProcessGroupCollection
+from megatron.core.optimizer import OptimizerConfig
 
-from dp1_helpers import ModelChunk, one_rank_groups
+from dp1_helpers import bf16_params, distributed_optimizer, step
 
 try:
     from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
@@ -39,13 +35,7 @@ STEPS = 3
 def _distributed_optimizer():
     """A bf16 model's precision-aware DistributedOptimizer over TE's FusedAdam (no offload),
     built by the optimizer factory with Megatron's default store_param_remainders."""
-    dp_group, dp_group_gloo = one_rank_groups()
-    params = [
-        torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
-        for shape in SHAPES
-    ]
-    ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=True)
-    chunk = ModelChunk(params, ddp_config, dp_group)
+    params = bf16_params(SHAPES)
     config = OptimizerConfig(
         optimizer="adam",
         lr=1e-3,
@@ -53,34 +43,7 @@ def _distributed_optimizer():
         use_distributed_optimizer=True,
         use_precision_aware_optimizer=True,
     )
-    param_groups = [
-        {
-            "params": params,
-            "wd_mult": 1.0,
-            "lr_mult": 1.0,
-            "is_expert_parallel": False,
-            "is_decoupled_lr": False,
-        }
-    ]
-    optimizer = _get_megatron_optimizer_based_on_param_groups(
-        config,
-        [chunk],
-        param_groups,
-        per_model_buffers={0: chunk.buffers},
-        data_parallel_group=dp_group,
-        data_parallel_group_gloo=dp_group_gloo,
-        data_parallel_group_idx=0,
-        intra_dist_opt_group=dp_group,
-        pg_collection=ProcessGroupCollection(tp=dp_group, dp_cp=dp_group),
-    )
-    return optimizer, params
-
-
-def _step(optimizer, params):
-    for param, grad in zip(params, GRADS):
-        param.main_grad.copy_(torch.tensor(grad).view(param.shape))
-    optimizer.step()
-    optimizer.zero_grad()
+    return distributed_optimizer(config, params)[0], params
 
 
 def _fused_adam_state(optimizer, params):
@@ -102,7 +65,7 @@ def test_dp_zero_round_trip_keeps_param_remainders():
     if not saving.config.store_param_remainders:
         pytest.skip("this Transformer Engine keeps no param remainders (TE < 2.1)")
     for _ in range(STEPS):
-        _step(saving, saving_params)
+        step(saving, saving_params, GRADS)
     saved = _fused_adam_state(saving, saving_params)
     assert saved[0]["master_param"].dtype == torch.int16
     # A torch-format checkpoint: the common state dict and the gathered parameter state.
