@@ -7,8 +7,9 @@ mixing them with host tensors in one op raises as CUDA does. `.cpu()` and `.to("
 `.cuda()` and `.to("cuda")` copy in, factories with a CUDA device build one. Nothing can be
 page-locked without CUDA: pin_memory() returns ordinary host memory marked `pin_requested`, and
 is_pinned() stays false, as for the port on a CPU machine. Streams and events run in program order:
-every op completes when issued, so there is nothing to wait for. Each install_* returns the
-stand-in lines it installed.
+every op completes when issued, so there is nothing to wait for; an observer may be told of each
+stream and event call (stream_order.py checks that the order CUDA would guarantee covers every
+access). Each install_* returns the stand-in lines it installed.
 """
 
 import contextlib
@@ -138,7 +139,9 @@ class AcceleratorTensor(torch.Tensor):
             return _adopt(torch.Tensor.type(self, dtype, non_blocking, **kwargs))
 
     def cpu(self, memory_format=torch.preserve_format):
-        return _to_host_storage(self, None, False, memory_format, copy=True)
+        out = _to_host_storage(self, None, False, memory_format, copy=True)
+        _tell("host_waits_stream", _current_stream())  # a blocking copy into host memory
+        return out
 
     def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
         return self
@@ -148,6 +151,8 @@ class AcceleratorTensor(torch.Tensor):
         leaves = device is not None and device.type == "cpu"
         out = _to_host_storage(self, dtype, non_blocking, memory_format,
                                copy=leaves or kwargs.get("copy", False))
+        if leaves and not non_blocking:
+            _tell("host_waits_stream", _current_stream())  # a blocking copy into host memory
         return out if leaves or out is self else _adopt(out)
 
     def pin_memory(self, device=None):
@@ -207,18 +212,36 @@ _FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "rand", "randn", "rand
 
 
 # ---- torch.cuda: streams and events in program order ----
+#
+# The work runs when issued, but what CUDA would guarantee is told to an observer where one is
+# set (stream_order.py's checker): each stream and event call, and torch.cuda.synchronize.
+
+_observer = [None]
+
+
+def set_stream_observer(observer):
+    """Makes `observer` (or None) receive the stream and event calls; returns the one before."""
+    previous, _observer[0] = _observer[0], observer
+    return previous
+
+
+def _tell(call, *args):
+    if _observer[0] is not None:
+        getattr(_observer[0], call)(*args)
+
 
 class Stream:
     """A CUDA stream stand-in: work issued on it has completed already."""
 
     def __init__(self, device=None, priority=0, **kwargs):
         self.device = _ACCELERATOR
+        _tell("stream_created", self)
 
     def wait_stream(self, stream):
-        pass
+        _tell("stream_waits_stream", self, stream)
 
     def wait_event(self, event):
-        pass
+        _tell("stream_waits_event", self, event)
 
     def record_event(self, event=None):
         event = event if event is not None else Event()
@@ -226,7 +249,7 @@ class Stream:
         return event
 
     def synchronize(self):
-        pass
+        _tell("host_waits_stream", self)
 
     def query(self):
         return True
@@ -239,13 +262,13 @@ class Event:
         pass
 
     def record(self, stream=None):
-        pass
+        _tell("event_recorded", self, stream if stream is not None else _current_stream())
 
     def wait(self, stream=None):
-        pass
+        _tell("stream_waits_event", stream if stream is not None else _current_stream(), self)
 
     def synchronize(self):
-        pass
+        _tell("host_waits_event", self)
 
     def query(self):
         return True
@@ -270,6 +293,10 @@ def _stream(stream):
         _CurrentStream.stream = previous
 
 
+def _synchronize(device=None):
+    _tell("host_waits_all")
+
+
 def install_cuda_stand_in():
     """Installs the host-memory CUDA stand-in; returns what it installed, in words."""
     torch.Tensor.cuda = _host_cuda
@@ -281,7 +308,7 @@ def install_cuda_stand_in():
     cuda.Stream, cuda.Event = Stream, Event
     cuda.current_stream = cuda.default_stream = _current_stream
     cuda.stream = _stream
-    cuda.synchronize = lambda device=None: None
+    cuda.synchronize = _synchronize
     cuda.current_device = lambda: 0
     cuda.is_available = lambda: True
     cuda.device_count = lambda: 1
@@ -377,7 +404,8 @@ def _missing_collective(name):
 
 def install_distributed():
     """A one-process gloo group over an in-memory store, so that Megatron's checks of
-    torch.distributed pass; the DP groups Megatron is handed are stand-ins. Returns what it added."""
+    torch.distributed pass; the DP groups Megatron is handed are stand-ins. Returns what it
+    added."""
     distributed = torch.distributed
     added = []
     if not hasattr(distributed, "_coalescing_manager"):

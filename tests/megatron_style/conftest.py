@@ -10,6 +10,9 @@ host tensors that report cuda:0 (devices.py), torch.optim gets PyTorch 2.x's ste
 load_state_dict hooks, torch.distributed is a one-process gloo group, and the optimizer path of
 megatron.core is loaded from the tree with placeholders for the rest (loader.py). Transformer
 Engine's FusedAdam is the stand-in of te_stand_in.py, or absent with --megatron-without-te.
+There streams run in program order, and the fixture `stream_order_checked` (stream_order.py)
+reports accesses that CUDA's stream order would leave unordered; with CUDA it skips, since the
+streams are real there.
 """
 
 import os
@@ -91,6 +94,16 @@ def pytest_configure(config):
     _install_host_device_layer(tree, transformer_engine)
     _setup.update(tree=tree, device="host-memory CUDA stand-in (no CUDA here)",
                   transformer_engine="FusedAdam stand-in" if transformer_engine else "absent")
+
+
+@pytest.fixture
+def stream_order_checked():
+    """A context manager that records the ops within and yields a checker whose `races` lists
+    the accesses CUDA would leave unordered; host stand-in only."""
+    if _setup["device"] == "cuda":
+        pytest.skip("CUDA runs the streams here: the race shows in the values")
+    import stream_order  # pylint: disable=import-outside-toplevel
+    return stream_order.checked
 
 
 def pytest_report_header(config):

@@ -8,10 +8,12 @@ the caching allocator gives out on that stream. The accelerator sub-optimizer's 
 on the current stream, which does not wait for the D2H stream, so its kernels may read the fp32
 grads before the cast has written them.
 
-The test makes the D2H stream sleep (`torch.cuda._sleep`) before `_set_sub_optimizer_grads`
-enqueues the cast, and leaves NaNs in the block of memory that the cast's output is given: a step
-that reads the grads before the cast reads NaNs. It needs a CUDA device; where torch.cuda is a
-host stand-in that runs streams in program order, it is skipped.
+On a GPU, the test makes the D2H stream sleep (`torch.cuda._sleep`) before
+`_set_sub_optimizer_grads` enqueues the cast, and leaves NaNs in the block of memory that the
+cast's output is given: a step that reads the grads before the cast reads NaNs. Where torch.cuda
+is a host stand-in that runs streams in program order, the step runs under the stand-in's stream
+order checker instead (the fixture `stream_order_checked` of this folder's conftest), which
+reports every access that CUDA's stream order leaves unordered.
 """
 
 import pytest
@@ -43,7 +45,7 @@ def _cuda_runs_streams():
     )
 
 
-pytestmark = pytest.mark.skipif(
+needs_cuda_streams = pytest.mark.skipif(
     not _cuda_runs_streams(),
     reason="needs a CUDA device: the race is between two CUDA streams",
 )
@@ -97,15 +99,12 @@ def _reference_step(gpu_optimizer_cls, grad):
     return reference.detach()
 
 
-@pytest.mark.parametrize("gpu_optimizer", ["te_fused_adam", "torch_adamw"])
-def test_accelerator_step_reads_the_cast_fp32_grads(gpu_optimizer):
-    gpu_optimizer_cls = _gpu_optimizer_cls(gpu_optimizer)
-    param = torch.nn.Parameter(_initial().cuda().bfloat16())
-    # --overlap-cpu-optimizer-d2h-h2d, nothing offloaded: the bf16 parameter's fp32 copy is
-    # stepped on the accelerator.
-    hdo = HybridDeviceOptimizer(
-        [param],
-        offload_fraction=0.0,
+def _overlapping_hdo(params, gpu_optimizer_cls, offload_fraction=0.0):
+    # --overlap-cpu-optimizer-d2h-h2d: bf16 parameters whose fp32 copies are stepped on the
+    # accelerator, except for the offloaded fraction.
+    return HybridDeviceOptimizer(
+        params,
+        offload_fraction=offload_fraction,
         cpu_optimizer_cls=AdamW,
         gpu_optimizer_cls=gpu_optimizer_cls,
         param_update_in_fp32=True,
@@ -113,6 +112,14 @@ def test_accelerator_step_reads_the_cast_fp32_grads(gpu_optimizer):
         lr=LR,
         weight_decay=0.0,
     )
+
+
+@needs_cuda_streams
+@pytest.mark.parametrize("gpu_optimizer", ["te_fused_adam", "torch_adamw"])
+def test_accelerator_step_reads_the_cast_fp32_grads(gpu_optimizer):
+    gpu_optimizer_cls = _gpu_optimizer_cls(gpu_optimizer)
+    param = torch.nn.Parameter(_initial().cuda().bfloat16())
+    hdo = _overlapping_hdo([param], gpu_optimizer_cls)
     _delay_d2h_stream(hdo)
     _leave_nans_for_the_cast(hdo)
     grad = _gradient()
@@ -128,3 +135,20 @@ def test_accelerator_step_reads_the_cast_fp32_grads(gpu_optimizer):
         f"{want[:4].cpu().tolist()}... stepping the same gradient directly"
     )
     assert torch.equal(param.detach(), want.bfloat16()), "bf16 parameter"
+
+
+@pytest.mark.parametrize("offload_fraction", [0.0, 0.5])
+@pytest.mark.parametrize("gpu_optimizer", ["te_fused_adam", "torch_adamw"])
+def test_accelerator_step_is_ordered_after_the_cast(stream_order_checked, gpu_optimizer,
+                                                    offload_fraction):
+    """Host stand-in: every access of a step, the offloaded half's copies included, is ordered
+    by the streams' waits and events as CUDA would order it."""
+    gpu_optimizer_cls = _gpu_optimizer_cls(gpu_optimizer)
+    params = [torch.nn.Parameter(_initial().cuda().bfloat16()) for _ in range(2)]
+    hdo = _overlapping_hdo(params, gpu_optimizer_cls, offload_fraction)
+    assert bool(hdo.cpu_optimizers) == (offload_fraction > 0), "the half offloaded, or none"
+    for param in params:
+        param.decoupled_grad = _gradient().cuda().bfloat16()
+    with stream_order_checked() as checker:
+        hdo.step()
+    assert not checker.races, checker.report()
