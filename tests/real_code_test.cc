@@ -98,11 +98,12 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
   // What still fails are findings the real code has, at these cases: F1 (precision-aware
   // offload never steps the fp32 shards left on the accelerator, so fractions 0 and 1 differ),
   // F2 (a resume restarts the accelerator FusedAdam's step count, seen right after the load;
-  // Transformer Engine's FusedAdam is the worker's stand-in), F11 (a state dict saved before
-  // the first step cannot be loaded) and F12 (clipping fp16 decoupled grads asserts).
+  // Transformer Engine's FusedAdam is the worker's stand-in), F6 (with overlap, the accelerator
+  // step reads fp32 grads cast on the D2H stream it never waits for), F11 (a state dict saved
+  // before the first step cannot be loaded) and F12 (clipping fp16 decoupled grads asserts).
   const auto failed = failures(report);
   EXPECT_EQ(r.status, 1);
-  ASSERT_EQ(failed.size(), 5u) << r.output;
+  ASSERT_EQ(failed.size(), 6u) << r.output;
   const auto counterexample = [&](const char* name) {
     const json* p = property(report, name);
     return p == nullptr ? std::string() : p->at("counterexample").get<std::string>();
@@ -123,6 +124,10 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
             std::string::npos);
   EXPECT_NE(counterexample("StepFlow.ClippingAndZeroCountEqualTheModel").find("fp16"),
             std::string::npos);
+  const char* f6 = "StreamSimulation.NoRaceBetweenStreams";
+  EXPECT_NE(counterexample(f6).find("overlap=1"), std::string::npos);
+  EXPECT_NE(failed.at(f6).find("(issued at hybrid_optimizer.py:93 _set_sub_optimizer_grads); "
+                               "then "), std::string::npos) << failed.at(f6);
   EXPECT_FALSE(report.at("stand_ins").empty());
   EXPECT_FALSE(report.at("not_run").empty());
 }
@@ -180,13 +185,14 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
   EXPECT_GE(checked, 6);
 }
 
-// A case that needs a distributed checkpoint, a gathered one, or streams cannot run against the
-// real code: the replay says so and exits 2, never 1 as if the finding were present there.
+// A case that needs a distributed checkpoint, a gathered one, or the pinned memory of each copy
+// cannot run against the real code: the replay says so and exits 2, never 1 as if the finding
+// were present there.
 TEST_F(RealCode, ReplayingACaseTheRealCodeCannotRunExitsTwo) {
   const std::string regressions = std::string(SC_SOURCE_DIR) + "/tests/regressions/";
   for (const char* name : {"f5_distopt_checkpoint_step.json",
                            "f7_fully_reshardable_reads_past_bucket_padding.json",
-                           "f6_hdo_accelerator_reads_unsynced_fp32_grads.json"}) {
+                           "hdo02_fp32_copies_lose_pinning.json"}) {
     const auto r = testing::run_command(
         "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ +
         "/d8b71082-pr6982 " + SC_BUILD_DIR + "/bin/shardcheck-replay " + regressions + name +

@@ -44,6 +44,7 @@ def _adopt(value, keep=()):
     except the objects in `keep`: an op's own inputs, as an in-place op returns them."""
     if type(value) is torch.Tensor and not any(value is k for k in keep):
         value.__class__ = AcceleratorTensor
+        _tell("made_accelerator", value)
     elif isinstance(value, (tuple, list)):
         for v in value:
             _adopt(v, keep)

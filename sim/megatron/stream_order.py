@@ -55,8 +55,9 @@ class _Agent:
 
 
 class _Access:
-    def __init__(self, span, agent, tick, writes, op, site):
+    def __init__(self, tensor, span, agent, tick, writes, op, site):
         self.lo, self.hi = span
+        self.on_accelerator = devices.is_accelerator(tensor)
         self.agent, self.tick, self.writes, self.op, self.site = agent, tick, writes, op, site
 
     def describe(self):
@@ -110,6 +111,10 @@ def _is_view(func):
         a.alias_info is not None and a.alias_info.is_write for a in arguments)
 
 
+def _same_bytes(a, b):
+    return a.lo < b.hi and b.lo < a.hi
+
+
 def _overlaps(span, spans):
     return any(span[0] < hi and lo < span[1] for lo, hi in spans)
 
@@ -160,6 +165,13 @@ class StreamOrderChecker(TorchDispatchMode):
     def host_waits_event(self, event):
         self.host.join(self._events.get(id(event), (None, {}))[1])
 
+    def made_accelerator(self, tensor):
+        """The stand-in marked an op's new host tensor as accelerator memory, after the op."""
+        span = _span(tensor)
+        for access in self._accesses:
+            if span is not None and (access.lo, access.hi) == span:
+                access.on_accelerator = True
+
     def host_waits_all(self):
         for _, agent in list(self._streams.values()):
             self.host.join(agent.clock)
@@ -169,25 +181,30 @@ class StreamOrderChecker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if not _is_view(func):
+        if not _is_view(func) or func.__name__.startswith("lift_fresh"):
             self._record(func, args, kwargs, out)
         return out
 
     def _record(self, func, args, kwargs, out):
         reads, writes = _reads_and_writes(func, args, kwargs)
         inputs = [s for s in map(_span, reads + writes) if s is not None]
-        fresh = [s for s in map(_span, _tensors(out)) if s is not None and s not in inputs
-                 and not _overlaps(s, inputs)]
+        if func.__name__.startswith("lift_fresh"):  # torch.tensor(data): a new host tensor
+            inputs, reads = [], []
+        fresh = [t for t in _tensors(out)
+                 if _span(t) is not None and not _overlaps(_span(t), inputs)]
         on_accelerator = any(devices.is_accelerator(t) for t in reads + writes)
         agent = (self._issued_on(torch.cuda.current_stream()) if on_accelerator else self.host)
         tick = agent.tick()
         op, site = func.__name__, _site()
-        for span in fresh:  # new memory: what was there before belongs to a freed tensor
-            self._accesses = [a for a in self._accesses if not (a.lo < span[1] and span[0] < a.hi)]
-            self._accesses.append(_Access(span, agent, tick, True, op, site))
+        for tensor in fresh:  # new memory: what was there before belongs to a freed tensor
+            access = _Access(tensor, _span(tensor), agent, tick, True, op, site)
+            self._accesses = [a for a in self._accesses if not _same_bytes(a, access)]
+            self._accesses.append(access)
         for tensors, writing in ((reads, False), (writes, True)):
-            for span in filter(None, map(_span, tensors)):
-                self._access(_Access(span, agent, tick, writing, op, site))
+            for tensor in tensors:
+                span = _span(tensor)
+                if span is not None:
+                    self._access(_Access(tensor, span, agent, tick, writing, op, site))
         if on_accelerator and self._host_waits(func, args, writes):
             self.host.join(agent.clock)
 
@@ -202,6 +219,10 @@ class StreamOrderChecker(TorchDispatchMode):
                 and any(not devices.is_accelerator(t) for t in writes))
 
     def _access(self, access):
+        # Bytes once accelerator memory and now host memory, or the other way round, were freed
+        # and given out again by an allocation no op recorded (numpy, say).
+        self._accesses = [a for a in self._accesses if not _same_bytes(a, access)
+                          or a.on_accelerator == access.on_accelerator]
         for earlier in self._accesses:
             if (earlier.lo < access.hi and access.lo < earlier.hi
                     and (earlier.writes or access.writes)
@@ -227,12 +248,22 @@ class StreamOrderChecker(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def checked():
-    """Records every op and stream call within; yields the checker, whose `races` it filled."""
-    checker = StreamOrderChecker()
+def recording(checker):
+    """Records every op and stream call within into `checker`; nothing when it is None."""
+    if checker is None:
+        yield
+        return
     previous = devices.set_stream_observer(checker)
     try:
         with checker:
-            yield checker
+            yield
     finally:
         devices.set_stream_observer(previous)
+
+
+@contextlib.contextmanager
+def checked():
+    """Records every op and stream call within; yields the checker, whose `races` it filled."""
+    checker = StreamOrderChecker()
+    with recording(checker):
+        yield checker

@@ -22,6 +22,7 @@ import checkpoint  # noqa: E402
 import devices  # noqa: E402
 import rank  # noqa: E402
 import observe  # noqa: E402
+import stream_order  # noqa: E402
 from loader import STAND_INS as LOADER_STAND_INS, Megatron, TreeError  # noqa: E402
 from rank import STAND_INS as RANK_STAND_INS, Rank, from_bits  # noqa: E402
 from te_stand_in import StandInRefused  # noqa: E402
@@ -57,13 +58,17 @@ class Worker:
         self.megatron = megatron
         self.ranks = {}
         self.checkpoints = {}
+        # (handle, checker): the rank built with check_stream_order. While it lives, every
+        # request runs under the checker, so that it sees every allocation and access.
+        self.stream_check = (None, None)
 
     def serve(self, request):
         op = request.get("op")
         handler = getattr(self, "op_" + str(op), None)
         if handler is None:
             raise ValueError(f"unknown op {op!r}")
-        return handler(request) or {}
+        with stream_order.recording(self.stream_check[1]):
+            return handler(request) or {}
 
     def rank(self, request):
         handle = request["handle"]
@@ -74,6 +79,11 @@ class Worker:
         return rank
 
     def op_build(self, request):
+        if request.get("check_stream_order", False):
+            if torch.cuda.Stream is not devices.Stream:
+                raise ValueError("check_stream_order: CUDA runs the streams here; the checker "
+                                 "works on the host stand-in (--device cpu)")
+            self.stream_check = (request["handle"], stream_order.StreamOrderChecker())
         rank = Rank(self.megatron, request)
         self.ranks[request["handle"]] = rank
         return observe.construction(rank)
@@ -194,8 +204,17 @@ class Worker:
     def op_drop_checkpoint(self, request):
         self.checkpoints.pop(request["checkpoint"], None)
 
+    def op_stream_races(self, request):
+        """The races the stream-order checker found since the rank was built."""
+        handle, checker = self.stream_check
+        if handle != request["handle"]:
+            raise ValueError(f"rank {request['handle']} was built without check_stream_order")
+        return {"races": list(checker.races)}
+
     def op_drop(self, request):
         self.ranks.pop(request["handle"], None)
+        if self.stream_check[0] == request["handle"]:
+            self.stream_check = (None, None)
 
 
 def reply_to(worker, line):

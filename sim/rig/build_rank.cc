@@ -21,12 +21,15 @@ std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::Cas
     return std::make_unique<RankRig>(spec, instance, rank, target.behaviour, target.device,
                                      initial, schedule);
   }
-  if (schedule.simulate) {
-    throw NotRunAgainstRealCode("the stream simulation runs the port only, not real Megatron code");
+  // The real code's streams are checked by the worker's stream-order checker on the host
+  // stand-in; on CUDA they are real streams, whose order nothing here records.
+  if (schedule.simulate && target.device.is_cuda()) {
+    throw NotRunAgainstRealCode("on CUDA the real code runs real streams: its stream order is "
+                                "checked on the host stand-in (--device cpu) only");
   }
   MegatronTarget where = *target.megatron;
   where.cuda = target.device.is_cuda();
-  return make_megatron_rank(where, spec, instance, rank, initial);
+  return make_megatron_rank(where, spec, instance, rank, initial, schedule.simulate);
 }
 
 double group_weight_decay(int group) { return group % 2 == 0 ? 0.1 : 0.0; }

@@ -135,7 +135,8 @@ namespace {
 class MegatronRank final : public RankUnderTest {
  public:
   MegatronRank(const MegatronTarget& target, const model::CaseSpec& spec,
-               model::Instance instance, int64_t rank, const ParamValues& initial)
+               model::Instance instance, int64_t rank, const ParamValues& initial,
+               bool check_stream_order)
       : worker_(&MegatronWorker::of(target)),
         spec_(spec),
         instance_(instance),
@@ -152,7 +153,8 @@ class MegatronRank final : public RankUnderTest {
          {"rank", rank},
          {"case", case_request(spec)},
          {"initial", std::move(values)},
-         {"group_weight_decay", std::move(wd)}});
+         {"group_weight_decay", std::move(wd)},
+         {"check_stream_order", check_stream_order}});
     generation_ = worker_->generation();
     obs_ = observation_of(reply, instance, rank);
   }
@@ -284,7 +286,11 @@ class MegatronRank final : public RankUnderTest {
   void add_non_tensor_state(std::vector<std::string>) override {
     not_served("add_non_tensor_state");
   }
-  std::vector<std::string> stream_races() const override { not_served("stream_races"); }
+  std::vector<std::string> stream_races() const override {
+    return worker_->request({{"op", "stream_races"}, {"handle", handle_}})
+        .at("races")
+        .get<std::vector<std::string>>();
+  }
   std::vector<std::string> pageable_copies() const override { not_served("pageable_copies"); }
 
  private:
@@ -344,9 +350,11 @@ json case_request(const model::CaseSpec& spec) {
 std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                                   const model::CaseSpec& spec,
                                                   model::Instance instance, int64_t rank,
-                                                  const ParamValues& initial) {
+                                                  const ParamValues& initial,
+                                                  bool check_stream_order) {
   if (const auto bad = check_initial_values(spec, initial)) throw std::invalid_argument(*bad);
-  return std::make_unique<MegatronRank>(target, spec, instance, rank, initial);
+  return std::make_unique<MegatronRank>(target, spec, instance, rank, initial,
+                                        check_stream_order);
 }
 
 }  // namespace sc::sim

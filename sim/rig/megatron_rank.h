@@ -6,8 +6,10 @@
 // and Apex (torch.optim.AdamW, or the hybrid optimizer with torch.optim.AdamW on both sides), or
 // with TE, whose FusedAdam (the precision-aware optimizer, the hybrid optimizer's accelerator side)
 // is then the worker's stand-in (sim/megatron/te_stand_in.py).
-// Checkpoints and stream recording are not served: those functions throw std::logic_error, so a
-// property that needs them fails loudly instead of passing.
+// With `check_stream_order` (host stand-in only), the worker records every op of the rank's
+// requests with the stream that would run it and answers stream_races() with the accesses CUDA's
+// order would leave unordered. Distributed and gathered checkpoints and pageable-copy records are
+// not served: those functions throw, so a property that needs them fails loudly, not passes.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,8 @@ namespace sc::sim {
 std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                                   const model::CaseSpec& spec,
                                                   model::Instance instance, int64_t rank,
-                                                  const std::vector<std::vector<float>>& initial);
+                                                  const std::vector<std::vector<float>>& initial,
+                                                  bool check_stream_order = false);
 
 // The build request's "case" object (docs/megatron-worker.md).
 nlohmann::json case_request(const model::CaseSpec& spec);

@@ -191,8 +191,9 @@ class RankUnderTest {
   // per-param state, as Megatron's own test of PR #3537 does (MEG-07).
   virtual void add_non_tensor_state(std::vector<std::string> keys) = 0;
 
-  // Every race the stream simulation found so far (both operations, their streams, the region);
-  // empty where real streams run.
+  // Every race found so far (both operations, their streams, the region): by the port's stream
+  // simulation, or for the real code by the worker's stream-order checker (built with
+  // schedule.simulate on the host stand-in); empty where real streams run.
   virtual std::vector<std::string> stream_races() const = 0;
   // Every non-blocking copy the stream simulation saw run from pageable host memory.
   virtual std::vector<std::string> pageable_copies() const = 0;
@@ -212,7 +213,9 @@ std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::Cas
                                           model::Instance instance, int64_t rank, uint64_t seed,
                                           const StreamSchedule& schedule = StreamSchedule{});
 // The same from given initial values, one vector per case parameter, each value representable
-// in its dtype (std::invalid_argument otherwise). Stream simulation is the port's alone.
+// in its dtype (std::invalid_argument otherwise). With schedule.simulate the port simulates its
+// streams under the schedule's policy; the real code runs under the worker's stream-order checker
+// instead (the policy unused; on CUDA, NotRunAgainstRealCode).
 std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& spec,
                                           model::Instance instance, int64_t rank,
                                           const ParamValues& initial,
