@@ -205,18 +205,18 @@ class StreamOrderChecker(TorchDispatchMode):
                 span = _span(tensor)
                 if span is not None:
                     self._access(_Access(tensor, span, agent, tick, writing, op, site))
-        if on_accelerator and self._host_waits(func, args, writes):
+        if on_accelerator and self._host_waits(func, args, reads + writes):
             self.host.join(agent.clock)
 
     @staticmethod
-    def _host_waits(func, args, writes):
+    def _host_waits(func, args, tensors):
         """Whether the host blocks until the op completes: a scalar read, or a blocking copy
-        into host memory."""
+        to or from host memory (PyTorch synchronizes the stream after it)."""
         if func.__name__.split(".")[0] in _SCALAR_READS:
             return True
         blocking = not (len(args) > 2 and args[2] is True)
         return (func.__name__.startswith("copy_") and blocking
-                and any(not devices.is_accelerator(t) for t in writes))
+                and any(not devices.is_accelerator(t) for t in tensors))
 
     def _access(self, access):
         # Bytes once accelerator memory and now host memory, or the other way round, were freed

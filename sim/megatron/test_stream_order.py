@@ -95,6 +95,8 @@ class StreamOrderTest(unittest.TestCase):
             host.copy_(x)
             host.add_(1.0)
             self.assertEqual(x.sum().item(), 2.0)
+            x.copy_(host)  # blocking from host memory: the host may rewrite it at once
+            host.fill_(0.0)
         self.assert_no_race(checker)
 
     def test_views_are_not_accesses_and_freed_memory_is_new(self):
