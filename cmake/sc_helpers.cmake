@@ -1,12 +1,41 @@
-# sc_add_test(NAME <name> SRCS <files...> DEPS <targets...>)
-# One GoogleTest executable, discovered test by test; RC_PARAMS reaches it through the
-# environment, so ctest forwards RapidCheck's seed and reproduce strings.
+# sc_add_test(NAME <name> SRCS <files...> DEPS <targets...> [PER_TEST] [KILL_TESTS <filter>])
+# One GoogleTest executable. By default ctest runs it one suite per process (`Suite.*`, label
+# `unit`): a LibTorch process spends about 0.65 s starting (1.2 s under the sanitizers) before
+# its first test, more than most unit tests take. PER_TEST discovers it test by test (the
+# properties, one long test each). The suites matching KILL_TESTS (a --gtest_filter) get the
+# label `kill` instead of `unit`: scripts/test runs those at full speed only. RC_PARAMS reaches
+# the tests through the environment, so ctest forwards RapidCheck's seed and reproduce strings.
 function(sc_add_test)
-  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(T "PER_TEST" "NAME;KILL_TESTS" "SRCS;DEPS" ${ARGN})
   add_executable(${T_NAME} ${T_SRCS})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
   sc_warnings(${T_NAME})
-  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+  if(T_PER_TEST)
+    gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+    return()
+  endif()
+  if(T_KILL_TESTS)
+    sc_suite_tests(${T_NAME} kill "${T_KILL_TESTS}")
+    sc_suite_tests(${T_NAME} unit "-${T_KILL_TESTS}")
+  else()
+    sc_suite_tests(${T_NAME} unit "")
+  endif()
+endfunction()
+
+# One ctest test per suite of `target` (those `filter` lists), labelled `label`: listed after
+# each build of the target, included by ctest when it reads this directory.
+function(sc_suite_tests target label filter)
+  set(out "${CMAKE_CURRENT_BINARY_DIR}/${target}_${label}_suites.cmake")
+  set(include "${CMAKE_CURRENT_BINARY_DIR}/${target}_${label}_include.cmake")
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${target}> -D OUT=${out}
+            -D "FILTER=${filter}" -D LABEL=${label} -D TIMEOUT=600
+            -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/sc_list_suites.cmake
+    BYPRODUCTS ${out} VERBATIM)
+  file(WRITE "${include}"
+    "if(EXISTS \"${out}\")\n  include(\"${out}\")\nelse()\n"
+    "  add_test(${target}_NOT_BUILT ${target}_NOT_BUILT)\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include}")
 endfunction()
 
 # Our warnings (-Winvalid-pch: every target reuses sc_port's precompiled LibTorch header, and a
