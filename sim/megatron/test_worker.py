@@ -455,6 +455,27 @@ def time_small_case(worker):
     return time.perf_counter() - started
 
 
+def check_stream_races(worker):
+    """check_stream_order: the pristine tree's overlapping hybrid step reads its cast fp32 grads
+    with no wait (F6); a rank built without the checker has no races to ask for."""
+    spec = case([param("w", [8], "bf16")], dp=1, cpu_offload=True, offload_fraction=0.0,
+                overlap_cpu_optimizer_d2h_h2d=True, precision_aware=True,
+                transformer_engine=True)
+    reply = worker("build", handle=60, instance="dense", rank=0, case=spec,
+                   initial=values_of(spec, 0), group_weight_decay=[0.1, 0.0],
+                   check_stream_order=True)
+    assert reply["ok"] and reply["error"] is None, reply
+    assert worker("step", handle=60, grads=values_of(spec, 3), hyper=hyper(1e-2, 0.1, 2))["ok"]
+    races = worker("stream_races", handle=60)
+    assert races["ok"] and races["races"], races
+    assert "(issued at hybrid_optimizer.py:93 _set_sub_optimizer_grads)" in races["races"][0], races
+    assert worker("drop", handle=60)["ok"]
+    worker.build(61, spec)
+    refused = worker("stream_races", handle=61)
+    assert not refused["ok"] and "without check_stream_order" in refused["error"], refused
+    assert worker("drop", handle=61)["ok"]
+
+
 def main():
     tree = os.path.abspath(sys.argv[1])
     worker = Worker(tree)
@@ -470,6 +491,8 @@ def main():
          check_loss_scaler(worker)),
         ("clipping and zero count through the grad-stats stand-in", lambda:
          check_grad_stats(worker)),
+        ("stream-order checker: F6's race, asked only where built", lambda:
+         check_stream_races(worker)),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     for name, check in checks:

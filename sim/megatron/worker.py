@@ -84,7 +84,12 @@ class Worker:
                 raise ValueError("check_stream_order: CUDA runs the streams here; the checker "
                                  "works on the host stand-in (--device cpu)")
             self.stream_check = (request["handle"], stream_order.StreamOrderChecker())
-        rank = Rank(self.megatron, request)
+        try:
+            rank = Rank(self.megatron, request)
+        except BaseException:  # no rank: nothing will drop it and end the checking
+            if self.stream_check[0] == request["handle"]:
+                self.stream_check = (None, None)
+            raise
         self.ranks[request["handle"]] = rank
         return observe.construction(rank)
 
