@@ -31,7 +31,7 @@ constexpr const char* kUsage =
     "Options taking a value also accept it as the next argument (--variant upstream).\n"
     "Exit status: 0 the property holds, 1 it fails, 2 bad arguments, a malformed case file, or\n"
     "a case the system under test cannot run (real Megatron code: no distributed or gathered\n"
-    "checkpoints, no streams).\n";
+    "checkpoints, no chosen stream order or pinned memory).\n";
 
 int usage(const std::string& why) {
   std::cerr << "shardcheck-replay: " << why << "\n" << kUsage;

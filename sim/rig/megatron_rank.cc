@@ -109,7 +109,7 @@ json shards_of_every_rank(const model::CaseSpec& spec, model::Instance instance)
 [[noreturn]] void not_served(const char* what) {
   throw NotRunAgainstRealCode(std::string(what) +
                          " is not run against real Megatron code (the worker serves the hybrid "
-                         "optimizer's own checkpoints only, and records no streams)");
+                         "optimizer's own checkpoints only, and records no copy's pinned memory)");
 }
 
 }  // namespace
