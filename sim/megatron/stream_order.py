@@ -224,8 +224,7 @@ class StreamOrderChecker(TorchDispatchMode):
         self._accesses = [a for a in self._accesses if not _same_bytes(a, access)
                           or a.on_accelerator == access.on_accelerator]
         for earlier in self._accesses:
-            if (earlier.lo < access.hi and access.lo < earlier.hi
-                    and (earlier.writes or access.writes)
+            if (_same_bytes(earlier, access) and (earlier.writes or access.writes)
                     and not access.agent.has_seen(earlier.agent, earlier.tick)):
                 self._report(earlier, access)
         if access.writes:  # what it covers is now ordered before it, or reported
