@@ -17,8 +17,9 @@ host's writes (the stand-in makes them on the host before marking them as accele
 """
 
 import contextlib
+import functools
 import os
-import traceback
+import sys
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -56,6 +57,7 @@ class _Agent:
 
 class _Access:
     def __init__(self, tensor, span, agent, tick, writes, op, site):
+        self.span = span
         self.lo, self.hi = span
         self.on_accelerator = devices.is_accelerator(tensor)
         self.agent, self.tick, self.writes, self.op, self.site = agent, tick, writes, op, site
@@ -83,12 +85,27 @@ def _tensors(value):
             yield from _tensors(v)
 
 
+@functools.lru_cache(maxsize=None)
+def _issuing(filename):
+    """Whether a frame of `filename` may have issued an op: outside torch and this layer."""
+    return not os.path.abspath(filename).startswith(_SKIPPED_FRAMES)
+
+
 def _site():
-    """The innermost caller outside torch and this device layer: the line that issued the op."""
-    for frame in reversed(traceback.extract_stack()):
-        if not os.path.abspath(frame.filename).startswith(_SKIPPED_FRAMES):
-            return f"{os.path.basename(frame.filename)}:{frame.lineno} {frame.name}"
+    """The innermost caller outside torch and this device layer: the line that issued the op.
+    Runs for every op, so it walks the frames without reading source lines."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if _issuing(code.co_filename):
+            return f"{os.path.basename(code.co_filename)}:{frame.f_lineno} {code.co_name}"
+        frame = frame.f_back
     return "unknown"
+
+
+def _with_spans(tensors):
+    """(tensor, its bytes) for each tensor with elements."""
+    return [(t, span) for t in tensors for span in [_span(t)] if span is not None]
 
 
 def _reads_and_writes(func, args, kwargs):
@@ -111,12 +128,9 @@ def _is_view(func):
         a.alias_info is not None and a.alias_info.is_write for a in arguments)
 
 
-def _same_bytes(a, b):
-    return a.lo < b.hi and b.lo < a.hi
-
-
-def _overlaps(span, spans):
-    return any(span[0] < hi and lo < span[1] for lo, hi in spans)
+def _overlap(a, b):
+    """Whether the byte ranges a and b, each (lo, hi), share a byte."""
+    return a[0] < b[1] and b[0] < a[1]
 
 
 class StreamOrderChecker(TorchDispatchMode):
@@ -187,24 +201,22 @@ class StreamOrderChecker(TorchDispatchMode):
 
     def _record(self, func, args, kwargs, out):
         reads, writes = _reads_and_writes(func, args, kwargs)
-        inputs = [s for s in map(_span, reads + writes) if s is not None]
         if func.__name__.startswith("lift_fresh"):  # torch.tensor(data): a new host tensor
-            inputs, reads = [], []
-        fresh = [t for t in _tensors(out)
-                 if _span(t) is not None and not _overlaps(_span(t), inputs)]
+            reads = []
+        read, written = _with_spans(reads), _with_spans(writes)
+        inputs = [span for _, span in read + written]
+        fresh = [(t, span) for t, span in _with_spans(_tensors(out))
+                 if not any(_overlap(span, i) for i in inputs)]
         on_accelerator = any(devices.is_accelerator(t) for t in reads + writes)
         agent = (self._issued_on(torch.cuda.current_stream()) if on_accelerator else self.host)
         tick = agent.tick()
         op, site = func.__name__, _site()
-        for tensor in fresh:  # new memory: what was there before belongs to a freed tensor
-            access = _Access(tensor, _span(tensor), agent, tick, True, op, site)
-            self._accesses = [a for a in self._accesses if not _same_bytes(a, access)]
-            self._accesses.append(access)
-        for tensors, writing in ((reads, False), (writes, True)):
-            for tensor in tensors:
-                span = _span(tensor)
-                if span is not None:
-                    self._access(_Access(tensor, span, agent, tick, writing, op, site))
+        for tensor, span in fresh:  # new memory: what was there before belongs to a freed tensor
+            self._accesses = [a for a in self._accesses if not _overlap(a.span, span)]
+            self._accesses.append(_Access(tensor, span, agent, tick, True, op, site))
+        for pairs, writing in ((read, False), (written, True)):
+            for tensor, span in pairs:
+                self._access(_Access(tensor, span, agent, tick, writing, op, site))
         if on_accelerator and self._host_waits(func, args, reads + writes):
             self.host.join(agent.clock)
 
@@ -221,10 +233,10 @@ class StreamOrderChecker(TorchDispatchMode):
     def _access(self, access):
         # Bytes once accelerator memory and now host memory, or the other way round, were freed
         # and given out again by an allocation no op recorded (numpy, say).
-        self._accesses = [a for a in self._accesses if not _same_bytes(a, access)
+        self._accesses = [a for a in self._accesses if not _overlap(a.span, access.span)
                           or a.on_accelerator == access.on_accelerator]
         for earlier in self._accesses:
-            if (_same_bytes(earlier, access) and (earlier.writes or access.writes)
+            if (_overlap(earlier.span, access.span) and (earlier.writes or access.writes)
                     and not access.agent.has_seen(earlier.agent, earlier.tick)):
                 self._report(earlier, access)
         if access.writes:  # what it covers is now ordered before it, or reported
