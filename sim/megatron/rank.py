@@ -32,25 +32,31 @@ STAND_INS = [
 ]
 
 
-# How replies carry values: "list" (bit patterns as integers, readable) or "base64" (the
-# little-endian fp32 bytes; several times faster to write and to parse). Requests may use either.
+# How replies carry values: "list" (bit patterns as integers, readable), "base64" (the
+# little-endian fp32 bytes in the JSON line) or "binary" (those bytes after the line, as Blob).
+# Requests may use any of them.
 VALUE_ENCODING = "list"
 
 
+class Blob(bytes):
+    """Little-endian fp32 bytes that travel after their message's JSON line (worker.write)."""
+
+
 def from_bits(bits):
-    """fp32 values from their bit patterns or base64 bytes, as a flat host tensor."""
-    if isinstance(bits, str):
-        raw = np.frombuffer(base64.b64decode(bits), dtype="<f4")
-        return torch.from_numpy(raw.astype(np.float32, copy=True))
+    """fp32 values from their bit patterns, base64 text or raw bytes, as a flat host tensor."""
+    if isinstance(bits, (str, bytes)):
+        raw = bits if isinstance(bits, bytes) else base64.b64decode(bits)
+        return torch.from_numpy(np.frombuffer(raw, dtype="<f4").astype(np.float32, copy=True))
     return torch.from_numpy(np.asarray(bits, dtype=np.uint32).view(np.float32).copy())
 
 
 def to_bits(tensor):
     """`tensor`'s values widened (or rounded, for fp64) to fp32, in VALUE_ENCODING."""
     host = tensor.detach().cpu().to(torch.float32).contiguous().view(-1)
-    if VALUE_ENCODING == "base64":
-        return base64.b64encode(host.numpy().astype("<f4", copy=False).tobytes()).decode("ascii")
-    return host.numpy().view(np.uint32).tolist()
+    if VALUE_ENCODING == "list":
+        return host.numpy().view(np.uint32).tolist()
+    raw = host.numpy().astype("<f4", copy=False).tobytes()
+    return Blob(raw) if VALUE_ENCODING == "binary" else base64.b64encode(raw).decode("ascii")
 
 
 def nbytes(tensor):

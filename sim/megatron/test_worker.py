@@ -444,6 +444,68 @@ def check_quit(tree):
     assert worker.finish() == 0  # end of input
 
 
+def binary_request(request):
+    """`request` in the binary encoding: each value list of `initial` and `grads` moves after
+    the JSON line as {"blob": [offset, length]} (docs/megatron-worker.md)."""
+    blob = bytearray()
+
+    def moved(patterns):
+        raw = np.asarray(patterns, dtype=np.uint32).astype("<u4").tobytes()
+        blob.extend(raw)
+        return {"blob": [len(blob) - len(raw), len(raw)]}
+
+    for key in ("initial", "grads"):
+        if key in request:
+            request[key] = [moved(v) for v in request[key]]
+    line = json.dumps(dict(request, blob_bytes=len(blob)) if blob else request)
+    return line.encode() + b"\n" + bytes(blob)
+
+
+def binary_reply(stream):
+    """A reply read from the binary `stream`, each blob back as a list of bit patterns."""
+    reply = json.loads(stream.readline())
+    blob = stream.read(reply.pop("blob_bytes", 0))
+
+    def back(value):
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if list(value) == ["blob"]:
+            start, length = value["blob"]
+            return np.frombuffer(blob[start:start + length], dtype="<u4").tolist()
+        return {k: back(v) for k, v in value.items()}
+    return back(reply)
+
+
+def check_binary_values(tree, worker):
+    """--values binary: the same build, step and observation as the list encoding, bit for bit;
+    a blob span past the bytes sent is an error reply and the worker goes on."""
+    spec = case([param("emb", [4, 3], "bf16"), param("alpha", [5], "fp32")], dp=2)
+    requests = [{"op": "build", "handle": 50, "instance": "dense", "rank": 1, "case": spec,
+                 "initial": values_of(spec, 1), "group_weight_decay": [0.1, 0.0]},
+                {"op": "step", "handle": 50, "grads": values_of(spec, 3),
+                 "hyper": hyper(1e-3, 0.1, 1)},
+                {"op": "observe", "handle": 50}]
+    expected = [worker(r["op"], **{k: v for k, v in r.items() if k != "op"}) for r in requests]
+    assert worker("drop", handle=50)["ok"]
+    process = subprocess.Popen([PYTHON, WORKER, "--tree", tree, "--values", "binary"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
+    assert json.loads(process.stdout.readline())["ready"]
+    bad = b'{"id": 9, "op": "step", "blob_bytes": 2, "grads": [{"blob": [0, 8]}]}\n..'
+    for k, request in enumerate(requests):
+        process.stdin.write(binary_request(dict(request, id=expected[k]["id"])))
+        process.stdin.write(bad if k == 0 else b"")
+        process.stdin.flush()
+        assert binary_reply(process.stdout) == expected[k], request["op"]
+        if k == 0:
+            refused = binary_reply(process.stdout)
+            assert not refused["ok"] and "outside the 2 bytes" in refused["error"], refused
+    process.stdin.close()
+    assert process.wait(timeout=30) == 0
+
+
 def time_small_case(worker):
     spec = case([param("emb", [64, 8], "bf16"), param("alpha", [16], "fp32"),
                  param("w", [32, 4], "bf16", group=1)], dp=2)
@@ -493,6 +555,8 @@ def main():
          check_grad_stats(worker)),
         ("stream-order checker: F6's race, asked only where built", lambda:
          check_stream_races(worker)),
+        ("binary values: the list encoding's answers, bit for bit", lambda:
+         check_binary_values(tree, worker)),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     for name, check in checks:

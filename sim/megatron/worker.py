@@ -24,7 +24,7 @@ import rank  # noqa: E402
 import observe  # noqa: E402
 import stream_order  # noqa: E402
 from loader import STAND_INS as LOADER_STAND_INS, Megatron, TreeError  # noqa: E402
-from rank import STAND_INS as RANK_STAND_INS, Rank, from_bits  # noqa: E402
+from rank import STAND_INS as RANK_STAND_INS, Blob, Rank, from_bits  # noqa: E402
 from te_stand_in import StandInRefused  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", required=True, help="a Megatron-LM tree (holds megatron/core)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--values", choices=("list", "base64"), default="list",
+    parser.add_argument("--values", choices=("list", "base64", "binary"), default="list",
                         help="how replies carry tensor values (docs/megatron-worker.md)")
     return parser.parse_args()
 
@@ -222,12 +222,43 @@ class Worker:
             self.stream_check = (None, None)
 
 
-def reply_to(worker, line):
-    """The reply line for one request line; whether the worker goes on."""
-    try:
-        request = json.loads(line)
-    except ValueError as e:
-        return {"id": None, "ok": False, "error": f"ValueError: {e}", "traceback": ""}, True
+def with_blobs(value, blob):
+    """`value` with every {"blob": [offset, length]} replaced by those bytes of `blob`."""
+    if isinstance(value, list):
+        return [with_blobs(v, blob) for v in value]
+    if not isinstance(value, dict):
+        return value
+    span = value.get("blob")
+    if len(value) == 1 and isinstance(span, list) and len(span) == 2:
+        start, length = int(span[0]), int(span[1])
+        if start < 0 or length < 0 or start + length > len(blob):
+            raise ValueError(f"blob span {span} outside the {len(blob)} bytes sent")
+        return bytes(blob[start:start + length])
+    return {k: with_blobs(v, blob) for k, v in value.items()}
+
+
+def read_request(stream):
+    """The next request from the binary `stream`: a JSON line and, when it says "blob_bytes": N,
+    the N bytes after it; None at the end of input, a ValueError for a malformed one."""
+    line = stream.readline()
+    while line and not line.strip():
+        line = stream.readline()
+    if not line:
+        return None
+    request = json.loads(line)
+    if not isinstance(request, dict):
+        raise ValueError("a request is a JSON object")
+    size = request.pop("blob_bytes", 0)
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"blob_bytes {size!r} is not a byte count")
+    blob = stream.read(size) if size else b""
+    if len(blob) != size:
+        raise ValueError(f"the input ended {size - len(blob)} bytes short of blob_bytes")
+    return with_blobs(request, blob) if size else request
+
+
+def reply_to(worker, request):
+    """The reply to one request; whether the worker goes on."""
     reply = {"id": request.get("id"), "ok": True}
     if request.get("op") == "quit":
         return reply, False
@@ -241,19 +272,38 @@ def reply_to(worker, line):
     return reply, True
 
 
+def encode(value):
+    """`value` as its JSON line, with each Blob's bytes moved after it (--values binary): the
+    line says "blob_bytes": N, and each value is {"blob": [offset, length]} into those N."""
+    blobs, size = [], 0
+
+    def blob_span(blob):
+        nonlocal size
+        if not isinstance(blob, Blob):
+            raise TypeError(f"{type(blob).__name__} is not JSON")
+        blobs.append(blob)
+        size += len(blob)
+        return {"blob": [size - len(blob), len(blob)]}
+
+    line = json.dumps(value, separators=(",", ":"), allow_nan=False, default=blob_span)
+    if blobs:
+        line = '{"blob_bytes":%d,%s' % (size, line[1:])
+    return (line + "\n").encode() + b"".join(blobs)
+
+
 def write(out, value):
     try:
-        line = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        message = encode(value)
     except ValueError as e:  # a value JSON cannot carry (NaN, infinity)
-        line = json.dumps({"id": value.get("id"), "ok": False, "error": f"ValueError: {e}",
-                           "traceback": ""})
-    out.write(line + "\n")
+        message = encode({"id": value.get("id"), "ok": False, "error": f"ValueError: {e}",
+                          "traceback": ""})
+    out.write(message)
     out.flush()
 
 
 def main():
     arguments = parse_arguments()
-    out = sys.stdout
+    out = sys.stdout.buffer
     sys.stdout = sys.stderr  # anything Megatron prints goes to the log
     if not sys.warnoptions:  # PYTHONWARNINGS or -W decide when given
         warnings.simplefilter("once")
@@ -268,16 +318,21 @@ def main():
     write(out, {"ready": True, "tree": tree, "torch": torch.__version__,
                 "device": arguments.device, "stand_ins": stand_ins})
     worker = Worker(megatron)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        reply, going_on = reply_to(worker, line)
+    going_on = True
+    while going_on:
+        try:
+            request = read_request(sys.stdin.buffer)
+        except ValueError as e:  # not JSON, or a blob that does not fit
+            request, reply = None, {"id": None, "ok": False, "error": f"ValueError: {e}",
+                                    "traceback": ""}
+        else:
+            if request is None:
+                break
+            reply, going_on = reply_to(worker, request)
         try:
             write(out, reply)
         except BrokenPipeError:  # the client went away: nobody to answer
             return 0
-        if not going_on:
-            break
     return 0
 
 

@@ -58,20 +58,6 @@ namespace {
 
 constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-std::string base64(const unsigned char* data, size_t n) {
-  std::string out;
-  out.reserve((n + 2) / 3 * 4);
-  for (size_t i = 0; i < n; i += 3) {
-    const uint32_t v = (uint32_t{data[i]} << 16) | (i + 1 < n ? uint32_t{data[i + 1]} << 8 : 0) |
-                       (i + 2 < n ? uint32_t{data[i + 2]} : 0);
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += i + 1 < n ? kBase64[(v >> 6) & 63] : '=';
-    out += i + 2 < n ? kBase64[v & 63] : '=';
-  }
-  return out;
-}
-
 std::vector<unsigned char> unbase64(const std::string& text) {
   int value[256];
   std::fill(std::begin(value), std::end(value), -1);
@@ -93,17 +79,47 @@ std::vector<unsigned char> unbase64(const std::string& text) {
   return out;
 }
 
+// The `binary` encoding: each JSON binary value of `message` becomes {"blob": [offset, length]}
+// into the bytes that follow the line (appended to `blob`).
+void move_blobs_out(nlohmann::json& message, std::string& blob) {
+  if (message.is_binary()) {
+    const auto& bytes = message.get_binary();
+    const nlohmann::json span = {{"blob", {blob.size(), bytes.size()}}};
+    blob.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    message = span;
+  } else if (message.is_structured()) {
+    for (auto& item : message) move_blobs_out(item, blob);
+  }
+}
+
+// The reverse: each {"blob": [offset, length]} of a reply becomes those bytes of `blob`.
+void move_blobs_in(nlohmann::json& message, const std::string& blob) {
+  if (message.is_object() && message.size() == 1 && message.contains("blob")) {
+    const auto span = message.at("blob").get<std::vector<size_t>>();
+    if (span.size() != 2 || span[0] > blob.size() || span[1] > blob.size() - span[0]) {
+      throw MegatronWorkerLost("the Megatron worker sent a blob span outside its bytes");
+    }
+    const auto* first = reinterpret_cast<const uint8_t*>(blob.data()) + span[0];
+    message = nlohmann::json::binary(std::vector<uint8_t>(first, first + span[1]));
+  } else if (message.is_structured()) {
+    for (auto& item : message) move_blobs_in(item, blob);
+  }
+}
+
 }  // namespace
 
 nlohmann::json to_bits(const std::vector<float>& values) {
-  return base64(reinterpret_cast<const unsigned char*>(values.data()),
-                values.size() * sizeof(float));
+  const auto* first = reinterpret_cast<const uint8_t*>(values.data());
+  return nlohmann::json::binary(
+      std::vector<uint8_t>(first, first + values.size() * sizeof(float)));
 }
 
 std::vector<float> from_bits(const nlohmann::json& bits) {
   std::vector<float> out;
-  if (bits.is_string()) {
-    const std::vector<unsigned char> raw = unbase64(bits.get<std::string>());
+  if (bits.is_binary() || bits.is_string()) {
+    const std::vector<uint8_t> decoded = bits.is_string() ? unbase64(bits.get<std::string>())
+                                                          : std::vector<uint8_t>();
+    const std::vector<uint8_t>& raw = bits.is_string() ? decoded : bits.get_binary();
     if (raw.size() % sizeof(float) != 0) {
       throw MegatronWorkerLost("the Megatron worker sent a value of a ragged byte count");
     }
@@ -138,7 +154,7 @@ void MegatronWorker::start() {
   const std::vector<std::string> argv = {
       env_or("SC_PYTHON", "/usr/bin/python3"), env_or("SC_MEGATRON_WORKER",
                                                       SC_MEGATRON_WORKER_SCRIPT),
-      "--tree", target_.tree, "--device", target_.cuda ? "cuda" : "cpu", "--values", "base64"};
+      "--tree", target_.tree, "--device", target_.cuda ? "cuda" : "cpu", "--values", "binary"};
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -193,25 +209,20 @@ void MegatronWorker::stop() {
   to_worker_ = from_worker_ = -1;
 }
 
-void MegatronWorker::write_line(const std::string& line) {
+void MegatronWorker::write_all(const std::string& bytes) {
   size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = write(to_worker_, line.data() + done, line.size() - done);
+  while (done < bytes.size()) {
+    const ssize_t n = write(to_worker_, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw MegatronWorkerLost("the Megatron worker closed its input");
     done += static_cast<size_t>(n);
   }
 }
 
-std::string MegatronWorker::read_line(const std::string& waiting_for) {
+template <typename Done>
+void MegatronWorker::fill_until(const std::string& waiting_for, Done done) {
   const auto deadline = std::chrono::steady_clock::now() + timeout();
-  for (;;) {
-    const size_t newline = buffer_.find('\n');
-    if (newline != std::string::npos) {
-      std::string line = buffer_.substr(0, newline);
-      buffer_.erase(0, newline + 1);
-      return line;
-    }
+  while (!done()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p{from_worker_, POLLIN, 0};
@@ -234,6 +245,25 @@ std::string MegatronWorker::read_line(const std::string& waiting_for) {
   }
 }
 
+std::string MegatronWorker::read_line(const std::string& waiting_for) {
+  size_t scanned = 0, newline = std::string::npos;
+  fill_until(waiting_for, [&] {
+    newline = buffer_.find('\n', scanned);
+    scanned = buffer_.size();
+    return newline != std::string::npos;
+  });
+  std::string line = buffer_.substr(0, newline);
+  buffer_.erase(0, newline + 1);
+  return line;
+}
+
+std::string MegatronWorker::read_bytes(size_t n, const std::string& waiting_for) {
+  fill_until(waiting_for, [&] { return buffer_.size() >= n; });
+  std::string bytes = buffer_.substr(0, n);
+  buffer_.erase(0, n);
+  return bytes;
+}
+
 const nlohmann::json& MegatronWorker::hello() {
   if (pid_ < 0) start();
   return hello_;
@@ -245,8 +275,14 @@ nlohmann::json MegatronWorker::request(nlohmann::json request) {
   const std::string op = request.value("op", std::string("?"));
   nlohmann::json reply;
   try {
-    write_line(request.dump() + "\n");
-    reply = nlohmann::json::parse(read_line("a '" + op + "' request"));
+    std::string blob;
+    move_blobs_out(request, blob);
+    if (!blob.empty()) request["blob_bytes"] = blob.size();
+    write_all(request.dump() + "\n" + blob);
+    const std::string waiting_for = "a '" + op + "' request";
+    reply = nlohmann::json::parse(read_line(waiting_for));
+    const auto size = reply.is_object() ? reply.value("blob_bytes", size_t{0}) : size_t{0};
+    if (size > 0) move_blobs_in(reply, read_bytes(size, waiting_for));
   } catch (const nlohmann::json::exception& e) {
     stop();
     throw MegatronWorkerLost("the Megatron worker answered a '" + op + "' request with " +

@@ -65,8 +65,12 @@ class MegatronWorker {
  private:
   void start();
   void stop();
-  void write_line(const std::string& line);
+  void write_all(const std::string& bytes);
+  // Reads from the worker into buffer_ until `done()` holds; throws on timeout or exit.
+  template <typename Done>
+  void fill_until(const std::string& waiting_for, Done done);
   std::string read_line(const std::string& waiting_for);
+  std::string read_bytes(size_t n, const std::string& waiting_for);
 
   MegatronTarget target_;
   int pid_ = -1;
@@ -77,8 +81,9 @@ class MegatronWorker {
   uint64_t generation_ = 0;
 };
 
-// fp32 values as the base64 of their little-endian bytes, and back from that or from a list of
-// bit patterns (the protocol's two encodings of tensor values; little-endian hosts only).
+// fp32 values as their little-endian bytes (a JSON binary value, sent after the request's line:
+// the protocol's `binary` encoding), and back from that, from base64 text or from a list of bit
+// patterns (its other two encodings). Little-endian hosts only.
 nlohmann::json to_bits(const std::vector<float>& values);
 std::vector<float> from_bits(const nlohmann::json& bits);
 
