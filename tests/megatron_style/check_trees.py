@@ -6,19 +6,24 @@ A file named test_<id>_*.py belongs to the patch <id> (pr6982, f1, ..., f12). On
 file must pass exactly when the tree carries that patch: NAME (default d8b71082) has none,
 NAME-pr6982 the seed fix, NAME-pr6982-FN the seed fix and FN's patch, NAME-pr6982-all every one.
 pytest runs twice per tree, with Transformer Engine's FusedAdam and without it
-(--megatron-without-te), each time in a process of its own (the device layer is installed per
-process). A collection error is wrong on every tree.
+(--megatron-without-te), each time in a process of its own, as the device layer is installed per
+process: a child forked from this one, which imports torch and pytest once for all the runs (a
+fresh interpreter would spend half its time importing them), calls pytest.main. A collection
+error is wrong on every tree.
 A file whose every case is skipped on a tree (a test that needs a real GPU, say) decides nothing
 there: it is listed with the skip's reason, not counted as passing.
 Exit 0 when every outcome is the expected one, 1 otherwise, 2 on bad input; each wrong outcome is
 printed with the command that replays it.
 """
 
+import importlib
 import os
 import re
-import subprocess
+import signal
 import sys
 import tempfile
+import traceback
+import warnings
 import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,22 +56,71 @@ def trees(root, name, ids):
 
 
 def pytest_command(tree, without_te, report=None):
+    """The command that runs pytest on `tree`, as a shell would run it."""
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", HERE,
                f"--megatron-tree={tree}"] + (["--megatron-without-te"] if without_te else [])
     return command + ([f"--junitxml={report}"] if report else [])
 
 
-def outcomes(tree, without_te):
+def import_pytest():
+    """Imports torch and pytest once, in the setting of `python3 -m pytest` with
+    PYTHONWARNINGS=ignore and PYTHONDONTWRITEBYTECODE=1, and returns pytest; the children forked
+    afterwards start with both. No torch op runs here, nor conftest or sim/megatron (the device
+    layer is the child's), so no thread pool exists when this process forks."""
+    os.environ.update(PYTHONWARNINGS="ignore", PYTHONDONTWRITEBYTECODE="1")
+    sys.warnoptions.append("ignore")  # as with PYTHONWARNINGS, pytest adds no "always" filter
+    warnings.simplefilter("ignore")
+    sys.dont_write_bytecode = True
+    sys.path[0] = os.getcwd()  # where `python3 -m` puts it, instead of this script's folder
+    importlib.import_module("torch")
+    return importlib.import_module("pytest")
+
+
+def run_child(pytest, arguments, output):
+    """In the forked child: pytest.main(arguments) with file descriptors 1 and 2 on `output`;
+    exits with pytest's status (3, its internal error, if pytest.main raises) and never returns."""
+    status = 3
+    try:
+        os.dup2(output.fileno(), 1)
+        os.dup2(output.fileno(), 2)
+        status = int(pytest.main(arguments))
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+
+def run_pytest(pytest, arguments, output_path):
+    """(pytest's exit status, its output) for pytest.main(arguments) in a forked child, which
+    writes its output to `output_path`; the status is -N if signal N killed the child."""
+    with open(output_path, "wb") as output:
+        sys.stdout.flush()  # else the child would inherit, and write again, what is buffered
+        sys.stderr.flush()
+        child = os.fork()
+        if child == 0:
+            run_child(pytest, arguments, output)
+        try:
+            _, wait_status = os.waitpid(child, 0)
+        except BaseException:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            raise
+    with open(output_path, "rb") as output:
+        return os.waitstatus_to_exitcode(wait_status), output.read().decode(errors="replace")
+
+
+def outcomes(pytest, tree, without_te):
     """({file: "failed", "passed" or "skipped: reason"} on `tree`, pytest's exit status); a file
     is skipped when every case of it is."""
     with tempfile.TemporaryDirectory() as scratch:
         report = os.path.join(scratch, "report.xml")
-        env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONDONTWRITEBYTECODE="1")
-        run = subprocess.run(pytest_command(tree, without_te, report), env=env, capture_output=True,
-                             text=True, check=False)
-        if run.returncode not in (0, 1):
-            sys.stdout.write(run.stdout + run.stderr)
-            return None, run.returncode
+        arguments = pytest_command(tree, without_te, report)[3:]  # after python3 -m pytest
+        status, output = run_pytest(pytest, arguments, os.path.join(scratch, "output.txt"))
+        if status not in (0, 1):
+            sys.stdout.write(output)
+            return None, status
         found = {}
         for case in ElementTree.parse(report).iter("testcase"):
             name = case.get("classname").split(".")[-1] + ".py"
@@ -80,12 +134,12 @@ def outcomes(tree, without_te):
                     else "passed"
             elif name not in found:
                 found[name] = "skipped: " + skipped.get("message", "")
-        return found, run.returncode
+        return found, status
 
 
-def check_tree(tree, carried, files, without_te):
+def check_tree(pytest, tree, carried, files, without_te):
     """The wrong outcomes on one tree, as printable lines."""
-    found, status = outcomes(tree, without_te)
+    found, status = outcomes(pytest, tree, without_te)
     if found is None:
         return [f"{tree}: pytest exited {status} (not a test failure)"]
     tree += " (without TE)" if without_te else ""
@@ -107,10 +161,12 @@ def main(argv):
         print(__doc__.strip())
         return 0 if len(argv) == 2 else 2
     files = test_files()
+    found = trees(argv[1], argv[2] if len(argv) == 3 else "d8b71082", files)
+    pytest = import_pytest()
     wrong = []
-    for tree, carried in trees(argv[1], argv[2] if len(argv) == 3 else "d8b71082", files):
+    for tree, carried in found:
         for without_te in (False, True):
-            outcome = check_tree(tree, carried, files, without_te)
+            outcome = check_tree(pytest, tree, carried, files, without_te)
             print(f"{os.path.basename(tree)}{' without TE' if without_te else ''}: "
                   f"{'as expected' if not outcome else 'WRONG'}")
             wrong += outcome
