@@ -5,6 +5,8 @@
 # properties, one long test each). The suites matching KILL_TESTS (a --gtest_filter) get the
 # label `kill` instead of `unit`: scripts/test runs those at full speed only. RC_PARAMS reaches
 # the tests through the environment, so ctest forwards RapidCheck's seed and reproduce strings.
+# An executable with only `unit` suites is listed in the global property SC_UNIT_ONLY_TARGETS:
+# sc_all_but_unit_tests (CMakeLists.txt) builds everything else.
 function(sc_add_test)
   cmake_parse_arguments(T "PER_TEST" "NAME;KILL_TESTS" "SRCS;DEPS" ${ARGN})
   add_executable(${T_NAME} ${T_SRCS})
@@ -19,7 +21,32 @@ function(sc_add_test)
     sc_suite_tests(${T_NAME} unit "-${T_KILL_TESTS}")
   else()
     sc_suite_tests(${T_NAME} unit "")
+    set_property(GLOBAL APPEND PROPERTY SC_UNIT_ONLY_TARGETS ${T_NAME})
   endif()
+endfunction()
+
+# Every target that `all` builds in `dir` and below, except the executables with only unit suites:
+# a run that leaves the unit suites to another build (scripts/test, before its sanitizer stage)
+# builds this target instead of `all`.
+function(sc_all_but_unit_tests name dir)
+  get_property(unit_only GLOBAL PROPERTY SC_UNIT_ONLY_TARGETS)
+  set(pending ${dir})
+  set(wanted "")
+  while(pending)
+    list(POP_FRONT pending d)
+    get_property(subdirs DIRECTORY ${d} PROPERTY SUBDIRECTORIES)
+    list(APPEND pending ${subdirs})
+    get_property(targets DIRECTORY ${d} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(t IN LISTS targets)
+      get_target_property(excluded ${t} EXCLUDE_FROM_ALL)
+      get_target_property(type ${t} TYPE)
+      if(NOT excluded AND NOT type STREQUAL "INTERFACE_LIBRARY" AND NOT t IN_LIST unit_only)
+        list(APPEND wanted ${t})
+      endif()
+    endforeach()
+  endwhile()
+  add_custom_target(${name})
+  add_dependencies(${name} ${wanted})
 endfunction()
 
 # One ctest test per suite of `target` (those `filter` lists), labelled `label`: listed after
@@ -34,7 +61,8 @@ function(sc_suite_tests target label filter)
     BYPRODUCTS ${out} VERBATIM)
   file(WRITE "${include}"
     "if(EXISTS \"${out}\")\n  include(\"${out}\")\nelse()\n"
-    "  add_test(${target}_NOT_BUILT ${target}_NOT_BUILT)\nendif()\n")
+    "  add_test(${target}_NOT_BUILT ${target}_NOT_BUILT)\n"
+    "  set_tests_properties(${target}_NOT_BUILT PROPERTIES LABELS ${label})\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include}")
 endfunction()
 
