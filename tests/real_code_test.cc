@@ -13,7 +13,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <regex>
 #include <string>
@@ -296,6 +298,37 @@ TEST_F(RealCode, AWorkerThatDiesServingARequestFailsThatRequestAndIsStartedAgain
   const uint64_t generation = worker.generation();
   EXPECT_THROW(worker.request({{"op", "observe"}, {"handle", 1}}), MegatronWorkerLost);
   EXPECT_EQ(worker.generation(), generation + 1);  // a fresh worker served the second request
+  unsetenv("SC_MEGATRON_WORKER");
+}
+
+// The binary encoding: values go after the request's line and come back after the reply's, bit
+// for bit (a negative zero, an infinity and a NaN among them); a reply whose span points past the
+// bytes it sent is a lost worker, which is stopped.
+TEST_F(RealCode, ValuesCrossAsRawBytesAndASpanPastThemIsALostWorker) {
+  const std::string script = fake_worker(
+      trees_, "echoes",
+      "import json\nprint('{\"ready\": true}', flush=True)\nfor first in (0, 4):\n"
+      "    request = json.loads(sys.stdin.buffer.readline())\n"
+      "    blob = sys.stdin.buffer.read(request['blob_bytes'])\n"
+      "    reply = {'id': request['id'], 'ok': True, 'blob_bytes': len(blob),\n"
+      "             'values': {'blob': [first, len(blob)]}}\n"
+      "    sys.stdout.buffer.write(json.dumps(reply).encode() + b'\\n' + blob)\n"
+      "    sys.stdout.buffer.flush()\ntime.sleep(600)\n");
+  setenv("SC_MEGATRON_WORKER", script.c_str(), 1);
+  MegatronWorker worker(MegatronTarget{trees_ + "/d8b71082", false});
+  const std::vector<float> sent = {1.5f, -0.0f, std::numeric_limits<float>::infinity(),
+                                   std::numeric_limits<float>::quiet_NaN()};
+  const std::vector<float> back =
+      from_bits(worker.request({{"op", "echo"}, {"values", to_bits(sent)}}).at("values"));
+  ASSERT_EQ(back.size(), sent.size());
+  EXPECT_EQ(std::memcmp(back.data(), sent.data(), sent.size() * sizeof(float)), 0);
+  try {
+    worker.request({{"op", "echo"}, {"values", to_bits(sent)}});
+    FAIL() << "a span past the reply's bytes was accepted";
+  } catch (const MegatronWorkerLost& e) {
+    EXPECT_NE(std::string(e.what()).find("blob span outside"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(alive(script + ".pid"));
   unsetenv("SC_MEGATRON_WORKER");
 }
 

@@ -283,6 +283,9 @@ nlohmann::json MegatronWorker::request(nlohmann::json request) {
     reply = nlohmann::json::parse(read_line(waiting_for));
     const auto size = reply.is_object() ? reply.value("blob_bytes", size_t{0}) : size_t{0};
     if (size > 0) move_blobs_in(reply, read_bytes(size, waiting_for));
+  } catch (const MegatronWorkerLost&) {
+    stop();  // it broke the protocol: what it sends next cannot be trusted
+    throw;
   } catch (const nlohmann::json::exception& e) {
     stop();
     throw MegatronWorkerLost("the Megatron worker answered a '" + op + "' request with " +
