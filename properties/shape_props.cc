@@ -21,6 +21,7 @@
 #include "sim/port/hybrid_optimizer.h"
 #include "sim/rig/fma_probe.h"
 #include "sim/rig/rng.h"
+#include "sim/port/optim_state.h"
 
 namespace sc::props {
 
@@ -296,9 +297,7 @@ Groups adamw_groups(const std::vector<torch::Tensor>& params, size_t split) {
   return groups;
 }
 
-std::string state_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
+void* state_key(const torch::Tensor& p) { return sc::sut::optim_state_key(p); }
 
 // exp_avg and exp_avg_sq of `p` in `opt`, in logical order.
 std::pair<std::vector<float>, std::vector<float>> moments(const torch::optim::AdamW& opt,

@@ -15,6 +15,7 @@
 #include "sim/port/hybrid_optimizer.h"
 #include "sim/port/tensor_attrs.h"
 #include "sim/port/torch_pch.h"
+#include "sim/port/optim_state.h"
 
 namespace sc {
 namespace {
@@ -87,7 +88,7 @@ bool bit_equal(const torch::Tensor& x, const torch::Tensor& y) {
 }
 
 const AdamWParamState* state_of(torch::optim::Optimizer& opt, const torch::Tensor& p) {
-  auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+  auto it = opt.state().find(sc::sut::optim_state_key(p));
   return it == opt.state().end() ? nullptr : static_cast<AdamWParamState*>(it->second.get());
 }
 
@@ -170,7 +171,7 @@ TEST(FusedHostAdamW, StateLoadedFromTorchAdamWContinuesBitIdentically) {
         for (const auto& p : p2) {
           const AdamWParamState* s = state_of(first, p);
           ASSERT_NE(s, nullptr);
-          ours.state()[c10::guts::to_string(p.unsafeGetTensorImpl())] =
+          ours.state()[sc::sut::optim_state_key(p)] =
               std::make_unique<AdamWParamState>(*s);
         }
       }

@@ -3,6 +3,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/cuda.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -464,6 +465,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Worker& worker) {
     so.numWorkers = env.agent_store ? c10::nullopt : c10::optional<size_t>(env.world);
     so.waitWorkers = false;
     so.timeout = worker.timeout;
+    so.useLibUV = true;  // the server torch.distributed starts by default on 2.x, named here
     return c10::make_intrusive<c10d::TCPStore>(env.addr, so);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot reach the rendezvous store at " + env.addr + ":" +

@@ -7,14 +7,13 @@
 #include <cstring>
 
 #include "sim/engines/adamw_kernel.h"
+#include "sim/port/optim_state.h"
 
 namespace sc::engines {
 
 namespace {
 
-std::string state_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
+void* state_key(const torch::Tensor& p) { return sc::sut::optim_state_key(p); }
 
 // `strided_ok`: the ENG-strided-fast-path mutant, which forgets the contiguity test.
 bool plain_fp32(const torch::Tensor& t, int64_t numel, bool strided_ok = false) {
@@ -126,7 +125,7 @@ std::vector<FusedHostAdamW::Span> FusedHostAdamW::begin_external_step(
     for (auto& p : group.params()) {
       if (!has_grad(p)) continue;
       Span span;
-      const std::string k = state_key(p);
+      void* const k = state_key(p);
       auto it = state_.find(k);
       if (it == state_.end()) {
         auto st = std::make_unique<torch::optim::AdamWParamState>();

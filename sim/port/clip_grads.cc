@@ -9,14 +9,16 @@ torch::Tensor local_grad_norm_squared(const std::vector<torch::Tensor>& grads) {
   if (grads.empty()) {
     grad_norm = torch::zeros({1}, torch::kFloat);
   } else {
-    // `l2 = [[torch.norm(t) for t in tensor_list] for tensor_list in tensor_lists]`: PyTorch 1.13's
-    // `torch.norm(t)` with its default p="fro" and no dim is `frobenius_norm(t, (), False)`, a
-    // 0-dim tensor of t's dtype; `torch.tensor(l2)` keeps that dtype, shape [1, len(grads)].
+    // `l2 = [[torch.norm(t) for t in tensor_list] for tensor_list in tensor_lists]`: PyTorch
+    // 2.11's `torch.norm(t)` with its default p="fro" and no dim is
+    // `torch.linalg.vector_norm(t, 2)` on CPU and CUDA tensors, a 0-dim tensor of t's dtype
+    // (accumulated in float for 16-bit inputs); `torch.tensor(l2)` keeps that dtype, shape
+    // [1, len(grads)].
     std::vector<torch::Tensor> norms;
     norms.reserve(grads.size());
-    for (const auto& t : grads) norms.push_back(at::frobenius_norm(t.detach(), {}, false).cpu());
+    for (const auto& t : grads) norms.push_back(at::linalg_vector_norm(t.detach(), 2).cpu());
     const torch::Tensor l2 = torch::stack(norms).unsqueeze(0);
-    const torch::Tensor l2_reduced = at::frobenius_norm(l2, {}, false);
+    const torch::Tensor l2_reduced = at::linalg_vector_norm(l2, 2);
     // `torch.tensor([float(l2_reduced)], dtype=torch.float)`: through a Python float (double).
     const double as_python_float = l2_reduced.to(torch::kDouble).item<double>();
     grad_norm = torch::tensor({static_cast<float>(as_python_float)}, torch::kFloat);

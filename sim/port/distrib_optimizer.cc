@@ -10,6 +10,7 @@
 
 #include "sim/port/device.h"
 #include "sim/port/hybrid_optimizer.h"
+#include "sim/port/optim_state.h"
 
 namespace sc::sut {
 
@@ -633,7 +634,7 @@ void DistributedOptimizer::load_state_dict(const DistOptStateDict& sd, uint64_t 
     for (size_t g = 0; g < groups.size(); ++g) {
       write_group(groups[g].options(), merged[g]);
       for (const torch::Tensor& p : groups[g].params()) {
-        const std::string k = c10::guts::to_string(p.unsafeGetTensorImpl());
+        void* const k = sc::sut::optim_state_key(p);
         // Placeholder state (torch.empty) where there is none yet; else the live state, which
         // torch's load_state_dict copies (cast to the parameter's dtype).
         if (fused) {
@@ -701,7 +702,7 @@ ParamStateTensors DistributedOptimizer::get_main_param_and_optimizer_states(int 
       if (s->master_param().defined()) tensors["master_param"] = s->master_param();
     }
   } else {
-    auto it = optimizer_->state().find(c10::guts::to_string(t.unsafeGetTensorImpl()));
+    auto it = optimizer_->state().find(sc::sut::optim_state_key(t));
     if (it != optimizer_->state().end()) {
       const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
       tensors["exp_avg"] = s.exp_avg();
@@ -785,7 +786,7 @@ void DistributedOptimizer::set_main_param_and_optimizer_states(int param,
     } else if (hdo) {
       hdo->copy_state(t, k, src->second);
     } else if (k == "step") {
-      auto it = optimizer_->state().find(c10::guts::to_string(t.unsafeGetTensorImpl()));
+      auto it = optimizer_->state().find(sc::sut::optim_state_key(t));
       static_cast<torch::optim::AdamWParamState&>(*it->second)
           .step(static_cast<int64_t>(src->second.item<double>()));
     } else {

@@ -8,15 +8,14 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "sim/port/cuda/fused_adam_kernel.h"
+#include "sim/port/optim_state.h"
 #define SC_TORCH_HAS_CUDA 1
 #endif
 
 namespace sc::sut {
 
 namespace {
-std::string state_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
+void* state_key(const torch::Tensor& p) { return sc::sut::optim_state_key(p); }
 // Elements per block of the CPU loop; the remainder is the tail loop (where DS-01 lived).
 constexpr int64_t kBlock = 8;
 // Tensors per multi-tensor launch on the CPU (as the CUDA kernel's table).

@@ -5,6 +5,7 @@
 
 #include "sim/port/fused_adam.h"
 #include "sim/port/placement.h"
+#include "sim/port/optim_state.h"
 
 namespace sc::sut {
 
@@ -38,7 +39,7 @@ void for_each_param(torch::optim::Optimizer& opt, F f) {
 torch::optim::AdamWParamState* adamw_state(torch::optim::Optimizer* sub,
                                            const torch::Tensor& inner) {
   if (dynamic_cast<FusedAdam*>(sub)) return nullptr;
-  auto it = sub->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
+  auto it = sub->state().find(sc::sut::optim_state_key(inner));
   return it == sub->state().end() ? nullptr
                                   : static_cast<torch::optim::AdamWParamState*>(it->second.get());
 }
@@ -455,7 +456,7 @@ void HybridDeviceOptimizer::sync_sub_optimizers_state_to_hdo() {
           st.step = static_cast<const FusedAdamOptions&>(g.options()).step();
           st.step_is_group_step = true;
         } else {
-          auto it = sub->state().find(c10::guts::to_string(inner.unsafeGetTensorImpl()));
+          auto it = sub->state().find(sc::sut::optim_state_key(inner));
           if (it == sub->state().end()) continue;
           const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
           st.exp_avg = s.exp_avg();
@@ -490,7 +491,7 @@ void HybridDeviceOptimizer::sync_hdo_state_to_sub_optimizers() {
           s->exp_avg(st.exp_avg);
           s->exp_avg_sq(st.exp_avg_sq);
           s->step(st.step);
-          sub->state()[c10::guts::to_string(inner.unsafeGetTensorImpl())] = std::move(s);
+          sub->state()[sc::sut::optim_state_key(inner)] = std::move(s);
         }
       }
     }

@@ -25,13 +25,12 @@ std::atomic<int64_t> g_reused{0};
 // blocks handed out are kept beside them.
 class HostBlockCache final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t bytes) const override {
+  c10::DataPtr allocate(size_t bytes) override {
     void* data = take(bytes);
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
-  // LibTorch 2.x's Allocator asks for this; 1.13's has none (so no `override`).
-  void copy_data(void* dest, const void* src, std::size_t count) const {
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
 

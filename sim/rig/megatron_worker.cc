@@ -152,7 +152,7 @@ void MegatronWorker::start() {
     throw MegatronUnavailable(std::string("cannot make pipes: ") + std::strerror(errno));
   }
   const std::vector<std::string> argv = {
-      env_or("SC_PYTHON", "/usr/bin/python3"), env_or("SC_MEGATRON_WORKER",
+      env_or("SC_PYTHON", SC_DEFAULT_PYTHON), env_or("SC_MEGATRON_WORKER",
                                                       SC_MEGATRON_WORKER_SCRIPT),
       "--tree", target_.tree, "--device", target_.cuda ? "cuda" : "cpu", "--values", "binary"};
   std::vector<char*> args;

@@ -16,6 +16,7 @@
 #include "sim/port/hybrid_optimizer.h"
 #include "sim/port/param_buffer.h"
 #include "sim/port/tensor_attrs.h"
+#include "sim/port/optim_state.h"
 
 namespace sc::sim {
 
@@ -572,7 +573,7 @@ ObservedState RankRig::state(size_t g, size_t i) const {
                          true};
   }
   const auto& state = r.dist->optimizer().state();
-  auto it = state.find(c10::guts::to_string(t.unsafeGetTensorImpl()));
+  auto it = state.find(sc::sut::optim_state_key(t));
   if (it == state.end()) return out;
   const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
   return ObservedState{to_floats(s.exp_avg()), to_floats(s.exp_avg_sq()), to_floats(t), s.step(),

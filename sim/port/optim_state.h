@@ -1,0 +1,12 @@
+// The key of a parameter's entry in a LibTorch optimizer's state.
+#pragma once
+
+#include "sim/port/torch_pch.h"
+
+namespace sc::sut {
+
+// LibTorch keys `Optimizer::state()` by the parameter's TensorImpl (a `void*`, since 2.2), as
+// Python keys `optimizer.state` by the parameter itself.
+inline void* optim_state_key(const torch::Tensor& param) { return param.unsafeGetTensorImpl(); }
+
+}  // namespace sc::sut
