@@ -5,8 +5,45 @@
 
 namespace sc::model {
 
+namespace {
+
+void init_moments(std::vector<float>& param, AdamWState32& state) {
+  if (state.exp_avg.size() != param.size()) {
+    state.exp_avg.assign(param.size(), 0.0f);
+    state.exp_avg_sq.assign(param.size(), 0.0f);
+  }
+}
+
+// ATen's lerp(m, g, w) with a float weight: from m for small weights, from g for large ones.
+float lerp(float m, float g, float w, bool fused) {
+  if (std::fabs(w) < 0.5f) return fused ? std::fma(w, g - m, m) : m + w * (g - m);
+  const float d = g - m, c = 1.0f - w;
+  return fused ? std::fma(-d, c, g) : g - d * c;
+}
+
+// `denom = (exp_avg_sq.sqrt() / sqrt_bc2).add_(eps); param.addcdiv_(exp_avg, denom,
+// value=-lr/bc1)`, with the tensor sqrt of the running PyTorch.
+void apply_update(std::vector<float>& param, const AdamWState32& state, const AdamWHyper& hyper,
+                  float sqrt_bc2, double bc1, VectorSqrt tensor_sqrt) {
+  std::vector<float> root = state.exp_avg_sq;
+  if (tensor_sqrt) {
+    tensor_sqrt(root);
+  } else {
+    for (float& x : root) x = std::sqrt(x);
+  }
+  const float eps = static_cast<float>(hyper.eps);
+  const float step_size = static_cast<float>(-(hyper.lr / bc1));
+  for (size_t i = 0; i < param.size(); ++i) {
+    const float denom = root[i] / sqrt_bc2 + eps;
+    param[i] = param[i] + (step_size * state.exp_avg[i]) / denom;
+  }
+}
+
+}  // namespace
+
 void adamw_step_torch(std::vector<float>& param, const std::vector<float>& grad,
-                      AdamWState32& state, const AdamWHyper& hyper, FmaMode fma) {
+                      AdamWState32& state, const AdamWHyper& hyper, FmaMode fma,
+                      VectorSqrt tensor_sqrt) {
   assert(param.size() == grad.size());
   if (state.exp_avg.size() != param.size()) {
     state.exp_avg.assign(param.size(), 0.0f);
@@ -19,9 +56,6 @@ void adamw_step_torch(std::vector<float>& param, const std::vector<float>& grad,
   const float decay = static_cast<float>(1.0 - hyper.lr * hyper.weight_decay);
   const float b1 = static_cast<float>(hyper.beta1), a1 = static_cast<float>(1.0 - hyper.beta1);
   const float b2 = static_cast<float>(hyper.beta2), a2 = static_cast<float>(1.0 - hyper.beta2);
-  const float sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
-  const float eps = static_cast<float>(hyper.eps);
-  const float step_size = static_cast<float>(-(hyper.lr / bc1));
   const bool fused = fma == FmaMode::kFused;
   for (size_t i = 0; i < param.size(); ++i) {
     float& m = state.exp_avg[i];
@@ -32,9 +66,59 @@ void adamw_step_torch(std::vector<float>& param, const std::vector<float>& grad,
     v = v * b2;
     const float ag = a2 * grad[i];
     v = fused ? std::fma(ag, grad[i], v) : v + ag * grad[i];
+  }
+  apply_update(param, state, hyper, static_cast<float>(std::sqrt(bc2)), bc1, tensor_sqrt);
+}
+
+void adamw_step_torch_single(std::vector<float>& param, const std::vector<float>& grad,
+                             AdamWState32& state, const AdamWHyper& hyper,
+                             const TorchCpuKernels& kernels) {
+  assert(param.size() == grad.size());
+  init_moments(param, state);
+  state.step += 1;
+  const double bc1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(state.step));
+  const double bc2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(state.step));
+  const float decay = static_cast<float>(1.0 - hyper.lr * hyper.weight_decay);
+  const float w = static_cast<float>(1.0 - hyper.beta1);
+  const float b2 = static_cast<float>(hyper.beta2), a2 = static_cast<float>(1.0 - hyper.beta2);
+  const bool fused = kernels.fma == FmaMode::kFused;
+  for (size_t i = 0; i < param.size(); ++i) {
+    float& m = state.exp_avg[i];
+    float& v = state.exp_avg_sq[i];
+    if (hyper.weight_decay != 0.0) param[i] = param[i] * decay;
+    m = lerp(m, grad[i], w, fused);
+    v = v * b2;
+    const float ag = a2 * grad[i];
+    v = fused ? std::fma(ag, grad[i], v) : v + ag * grad[i];
+  }
+  // Python's `bias_correction2**0.5`: pow, not sqrt (they differ in the last bit for some steps).
+  apply_update(param, state, hyper, static_cast<float>(std::pow(bc2, 0.5)), bc1,
+               kernels.tensor_sqrt);
+}
+
+void adamw_step_torch_fused_cpu(std::vector<float>& param, const std::vector<float>& grad,
+                                AdamWState32& state, const AdamWHyper& hyper, int width) {
+  assert(param.size() == grad.size() && width > 0);
+  init_moments(param, state);
+  state.step += 1;
+  const double bc1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(state.step));
+  const double bc2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(state.step));
+  const float decay = static_cast<float>(1.0 - hyper.lr * hyper.weight_decay);
+  const float w = static_cast<float>(1.0 - hyper.beta1);
+  const float b2 = static_cast<float>(hyper.beta2), a2 = static_cast<float>(1.0 - hyper.beta2);
+  const float sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
+  const float eps = static_cast<float>(hyper.eps);
+  const float neg_step_size = static_cast<float>(-(hyper.lr / bc1));
+  const size_t body = param.size() - param.size() % static_cast<size_t>(width);
+  for (size_t i = 0; i < param.size(); ++i) {
+    float& m = state.exp_avg[i];
+    float& v = state.exp_avg_sq[i];
+    const float g = grad[i];
+    if (hyper.weight_decay != 0.0) param[i] = param[i] * decay;
+    m = lerp(m, g, w, true);
+    v = i < body ? std::fma(a2 * g, g, v * b2) : std::fma(v, b2, (a2 * g) * g);
     const float denom = std::sqrt(v) / sqrt_bc2 + eps;
-    const float scaled = step_size * m;
-    param[i] = param[i] + scaled / denom;
+    param[i] = param[i] + (neg_step_size * m) / denom;
   }
 }
 

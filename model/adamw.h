@@ -45,9 +45,43 @@ struct AdamWState64 {
   int64_t step = 0;
 };
 
+// The elementwise square root of a contiguous fp32 tensor as the running PyTorch computes it
+// (`exp_avg_sq.sqrt()`), in place. PyTorch 2.11's vectorised CPU sqrt is not correctly rounded
+// (within 1 ulp; on a 1037-element tensor 164 roots differ from std::sqrt's), and which elements
+// differ depends on their position in the tensor, so the model takes it as a primitive of the
+// platform, applied to the whole moment at once. Null: std::sqrt per element.
+using VectorSqrt = void (*)(std::vector<float>&);
+
+// How the running PyTorch's CPU AdamW kernels round, as probed (sim/rig/fma_probe.h): whether
+// the elementwise kernels of the single-tensor loop fuse their multiply-adds, their tensor
+// sqrt, and the vector width of the fused kernel's body (its last `numel % width` elements run
+// its scalar tail). The fused kernel's own sqrt is correctly rounded (std::sqrt).
+struct TorchCpuKernels {
+  FmaMode fma = FmaMode::kFused;
+  VectorSqrt tensor_sqrt = nullptr;
+  int fused_width = 8;
+};
+
 // One LibTorch-order step of `param` with gradient `grad` (same size); increments state.step.
+// This is C++ `torch::optim::AdamW` and PyTorch 1.13's Python loop: m = m*b1 + (1-b1)*g.
 void adamw_step_torch(std::vector<float>& param, const std::vector<float>& grad,
-                      AdamWState32& state, const AdamWHyper& hyper, FmaMode fma);
+                      AdamWState32& state, const AdamWHyper& hyper, FmaMode fma,
+                      VectorSqrt tensor_sqrt = nullptr);
+// One step of PyTorch 2.11's `torch.optim.AdamW` single-tensor loop (the default on CPU
+// tensors): as adamw_step_torch, except that m = lerp(m, g, 1-b1) (`exp_avg.lerp_`), which
+// ATen computes as m + w*(g-m) for |w| < 0.5 and g - (g-m)*(1-w) otherwise, fused per `fma`.
+// Bias corrections from the step as Python floats (double). Increments state.step.
+void adamw_step_torch_single(std::vector<float>& param, const std::vector<float>& grad,
+                             AdamWState32& state, const AdamWHyper& hyper,
+                             const TorchCpuKernels& kernels);
+// One step of PyTorch 2.11's fused CPU AdamW (`torch._fused_adamw_`, what Megatron's
+// `fused=True` runs on CPU tensors). Scalars in double, each rounded to float once. Its vector
+// body (the first numel - numel % width elements): p *= 1-lr*wd; m = fma(w, g-m, m) (w = 1-b1;
+// fma(w-1, g-m, g) when |w| >= 0.5); v = fma((1-b2)*g, g, v*b2); d = sqrt(v)/sqrt(bc2) + eps;
+// p = p + (-(lr/bc1)*m)/d. Its scalar tail as compiled in the wheel: the same but
+// v = fma(v, b2, ((1-b2)*g)*g). Increments state.step.
+void adamw_step_torch_fused_cpu(std::vector<float>& param, const std::vector<float>& grad,
+                                AdamWState32& state, const AdamWHyper& hyper, int width);
 // One FusedAdam-order step with bias corrections for step `group_step` (the group's count).
 void adamw_step_fused(std::vector<float>& param, const std::vector<float>& grad,
                       AdamWState32& state, const AdamWHyper& hyper, int64_t group_step);

@@ -25,15 +25,12 @@ DType main_grad_dtype(const CaseSpec& spec, const ParamSpec& param) {
   return spec.grad_reduce_in_fp32 ? DType::kFloat32 : param.dtype;
 }
 
-float main_grad(const CaseSpec& spec, const ParamSpec& param, float x, const StepInputs& in,
-                bool accelerator_is_cuda) {
+float main_grad(const CaseSpec& spec, const ParamSpec& param, float x, const StepInputs& in) {
   const DType buffer = spec.grad_reduce_in_fp32 ? DType::kFloat32 : param.dtype;
   float g = round_to(buffer, x);
   if (in.inv_scale != 1.0f) g = times(spec, param, g, in.inv_scale);
   if (in.clip_coeff < 1.0) {
-    float coeff = static_cast<float>(in.clip_coeff);
-    if (!accelerator_is_cuda) coeff = round_to(main_grad_dtype(spec, param), coeff);
-    g = times(spec, param, g, coeff);
+    g = times(spec, param, g, static_cast<float>(in.clip_coeff));
   }
   return g;
 }
@@ -46,7 +43,7 @@ double squares(const CaseSpec& spec, size_t p, const StepInputs& in) {
   unclipped.clip_coeff = 1.0;
   double sum = 0;
   for (float x : in.grads.at(p)) {
-    const double g = main_grad(spec, spec.params[p], x, unclipped, /*accelerator_is_cuda=*/true);
+    const double g = main_grad(spec, spec.params[p], x, unclipped);
     sum += g * g;
   }
   return sum;
@@ -84,13 +81,12 @@ double clip_coefficient(double max_norm, double total_norm) {
   return max_norm / (total_norm + 1.0e-6);
 }
 
-int64_t zeros_in_main_grads(const CaseSpec& spec, Instance instance, const StepInputs& in,
-                            bool accelerator_is_cuda) {
+int64_t zeros_in_main_grads(const CaseSpec& spec, Instance instance, const StepInputs& in) {
   int64_t zeros = 0;
   for (size_t p = 0; p < spec.params.size(); ++p) {
     if (!in_instance(spec.params[p], instance)) continue;
     for (float x : in.grads.at(p)) {
-      zeros += main_grad(spec, spec.params[p], x, in, accelerator_is_cuda) == 0.0f;
+      zeros += main_grad(spec, spec.params[p], x, in) == 0.0f;
     }
   }
   return zeros;

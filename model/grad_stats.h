@@ -19,12 +19,10 @@ DType main_grad_dtype(const CaseSpec& spec, const ParamSpec& param);
 
 // One main-grad element from the DP-reduced gradient `x`: rounded to the grad buffer's dtype,
 // multiplied by `in.inv_scale` (unless 1) and by `in.clip_coeff` (when below 1), each product
-// rounded to the main grad's dtype. The clip coefficient is a Python float: CUDA multiplies a
-// 16-bit tensor by it as an fp32, LibTorch's CPU kernels round it to the tensor's dtype first
-// (PyTorch 1.13: `bf16_tensor * 0.0010647` multiplies by 0.0010681), so on a CPU accelerator
-// (`accelerator_is_cuda` false) a 16-bit main grad is clipped by the rounded coefficient.
-float main_grad(const CaseSpec& spec, const ParamSpec& param, float x, const StepInputs& in,
-                bool accelerator_is_cuda);
+// rounded to the main grad's dtype. The clip coefficient is a Python float, which PyTorch 2.11
+// multiplies a 16-bit tensor by as an fp32, on CUDA and on the CPU alike (1.13's CPU kernels
+// rounded it to the tensor's dtype first).
+float main_grad(const CaseSpec& spec, const ParamSpec& param, float x, const StepInputs& in);
 
 // The L2 norm of the unscaled main grads (before clipping) of every parameter of `instance`,
 // each element squared and summed in double.
@@ -50,7 +48,6 @@ double clip_coefficient(double max_norm, double total_norm);
 
 // The number of main-grad elements of `instance` equal to zero (either sign) after unscaling
 // and clipping.
-int64_t zeros_in_main_grads(const CaseSpec& spec, Instance instance, const StepInputs& in,
-                            bool accelerator_is_cuda);
+int64_t zeros_in_main_grads(const CaseSpec& spec, Instance instance, const StepInputs& in);
 
 }  // namespace sc::model

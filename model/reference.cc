@@ -7,12 +7,26 @@
 
 namespace sc::model {
 
+namespace {
+
+// With Transformer Engine the factory's Adam is TE's FusedAdam, except on the hybrid optimizer's
+// host side; without TE it is torch's AdamW everywhere. The hybrid optimizer's sub-optimizers
+// (both sides) receive the factory's `fused=True`; the plain distributed optimizer's AdamW runs
+// torch's default, the single-tensor loop on CPU tensors.
+UpdatePath update_path(const CaseSpec& spec, bool offloaded) {
+  if (spec.cpu_offload && (offloaded || !spec.transformer_engine)) return UpdatePath::kTorchFused;
+  if (!spec.transformer_engine) return UpdatePath::kTorchSingleTensor;
+  return UpdatePath::kFusedAccelerator;
+}
+
+}  // namespace
+
 RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
-                             const std::vector<std::vector<float>>& initial, FmaMode fma,
-                             bool accelerator_is_cuda)
+                             const std::vector<std::vector<float>>& initial,
+                             TorchCpuKernels kernels, bool accelerator_is_cuda)
     : case_(&spec),
       plan_(&plan),
-      fma_(fma),
+      kernels_(kernels),
       accelerator_is_cuda_(accelerator_is_cuda),
       fused_master_(spec.precision_aware && !spec.cpu_offload) {
   std::vector<std::vector<HdoTensor>> tensors;
@@ -31,11 +45,7 @@ RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
     std::vector<std::vector<float>> masters;
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const ShardEntry& e = plan.groups[g].installed[i];
-      // With Transformer Engine the factory's Adam is TE's FusedAdam, except on the hybrid
-      // optimizer's host side; without TE it is torch's AdamW everywhere.
-      const bool host = !spec.transformer_engine ||
-                        (spec.cpu_offload && offload_.placements[g][i].offloaded);
-      paths.push_back(host ? UpdatePath::kTorchCpu : UpdatePath::kFusedAccelerator);
+      paths.push_back(update_path(spec, spec.cpu_offload && offload_.placements[g][i].offloaded));
       const auto& full = initial.at(e.param);
       masters.emplace_back(full.begin() + e.param_range.start, full.begin() + e.param_range.end);
     }
@@ -82,10 +92,12 @@ void RankReference::step(const StepInputs& in) {
       const auto& full = in.grads.at(e.param);
       std::vector<float> grad(full.begin() + e.param_range.start,
                               full.begin() + e.param_range.end);
-      for (float& x : grad) x = main_grad(*case_, p, x, in, accelerator_is_cuda_);
+      for (float& x : grad) x = main_grad(*case_, p, x, in);
       std::vector<float>& master = master_[g][i];
-      if (path_[g][i] == UpdatePath::kTorchCpu) {
-        adamw_step_torch(master, grad, state_[g][i], h, fma_);
+      if (path_[g][i] == UpdatePath::kTorchSingleTensor) {
+        adamw_step_torch_single(master, grad, state_[g][i], h, kernels_);
+      } else if (path_[g][i] == UpdatePath::kTorchFused) {
+        adamw_step_torch_fused_cpu(master, grad, state_[g][i], h, kernels_.fused_width);
       } else {
         adamw_step_fused(master, grad, state_[g][i], h, steps_);
       }

@@ -30,16 +30,18 @@ namespace sc::model {
 // dtype: what the found-inf check, MAX-reduced over the DP group, finds.
 bool grads_non_finite(const CaseSpec& spec, Instance instance, const StepInputs& in);
 
-// Which implementation steps a piece.
-enum class UpdatePath { kTorchCpu, kFusedAccelerator };
+// Which implementation steps a piece: torch 2.11's AdamW, as its single-tensor loop (the
+// default on CPU tensors) or as the fused kernel (`fused=True`, which Megatron's factory gives
+// the hybrid optimizer's sub-optimizers), or Transformer Engine's FusedAdam.
+enum class UpdatePath { kTorchSingleTensor, kTorchFused, kFusedAccelerator };
 
 // The reference of one rank of one instance (copyable; `spec` and `plan` must outlive it).
 class RankReference {
  public:
-  // `initial[p]` holds parameter p's initial values (representable in its dtype); `fma` is the
-  // FMA mode of the LibTorch CPU kernels in use.
+  // `initial[p]` holds parameter p's initial values (representable in its dtype); `kernels`
+  // is how the running PyTorch's CPU AdamW kernels round.
   RankReference(const CaseSpec& spec, const RankPlan& plan,
-                const std::vector<std::vector<float>>& initial, FmaMode fma,
+                const std::vector<std::vector<float>>& initial, TorchCpuKernels kernels,
                 bool accelerator_is_cuda);
 
   // Applies one step.
@@ -63,7 +65,7 @@ class RankReference {
  private:
   const CaseSpec* case_;
   const RankPlan* plan_;
-  FmaMode fma_;
+  TorchCpuKernels kernels_;
   int64_t steps_ = 0;
   OffloadPlan offload_;
   bool accelerator_is_cuda_;

@@ -230,8 +230,8 @@ CaseInputs draw_hybrid_state_case() {
 void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behaviour) {
   RC_ASSERT(in.c.cpu_offload);
   RC_ASSERT(in.rank >= 0 && in.rank < in.c.dp);
-  const auto fma = sim::torch_cpu_fma_mode();
-  RC_ASSERT(fma.has_value());
+  const auto kernels = sim::torch_cpu_kernels();
+  RC_ASSERT(kernels.has_value());
   auto c = std::make_shared<const model::CaseSpec>(in.c);
   const auto layouts = model::full_param_layout(*c);
   auto plan = std::make_shared<const model::RankPlan>(
@@ -245,7 +245,7 @@ void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behavio
   HybridModel m;
   m.c = c;
   m.plan = plan;
-  m.ref = std::make_shared<model::RankReference>(*c, *plan, s.rig->initial_values(), *fma,
+  m.ref = std::make_shared<model::RankReference>(*c, *plan, s.rig->initial_values(), *kernels,
                                                  device().is_cuda());
   m.hyper.assign(c->num_groups(), model::AdamWHyper{});
   Sequence commands;

@@ -49,10 +49,10 @@ void check(const Violation& v, const sut::Behaviour& b) {
   RC_ASSERT(!v);
 }
 
-model::FmaMode fma_mode() {
-  const auto mode = sim::torch_cpu_fma_mode();
-  if (!mode) RC_FAIL("neither FMA mode reproduces LibTorch's CPU AdamW on this machine");
-  return *mode;
+model::TorchCpuKernels torch_kernels() {
+  const auto kernels = sim::torch_cpu_kernels();
+  if (!kernels) RC_FAIL("no emulation reproduces torch's CPU AdamW kernels on this machine");
+  return *kernels;
 }
 
 void check_entry(const model::CaseSpec& c, const model::RankPlan& plan,

@@ -35,8 +35,8 @@ std::string entry_name(const model::CaseSpec& c, const model::RankPlan& plan, si
 // RC_ASSERTs that `v` is empty, logging it with the variant's name.
 void check(const Violation& v, const sut::Behaviour& b);
 
-// The FMA mode that reproduces LibTorch's CPU AdamW here (fails the property if neither does).
-model::FmaMode fma_mode();
+// How torch's CPU AdamW kernels round here (fails the property if no emulation reproduces them).
+model::TorchCpuKernels torch_kernels();
 
 // Calls f(instance, rank, layouts) for every checked rank of both instances.
 template <typename F>

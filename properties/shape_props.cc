@@ -22,6 +22,7 @@
 #include "sim/rig/fma_probe.h"
 #include "sim/rig/rng.h"
 #include "sim/port/optim_state.h"
+#include "sim/port/torch_adamw.h"
 
 namespace sc::props {
 
@@ -213,10 +214,10 @@ void make_params(const std::vector<DrawnShape>& drawn, sim::SplitMix64& rng,
   }
 }
 
-model::FmaMode torch_fma_mode() {
-  const auto mode = sim::torch_cpu_fma_mode();
-  if (!mode) RC_FAIL("neither FMA mode reproduces LibTorch's CPU AdamW on this machine");
-  return *mode;
+model::TorchCpuKernels torch_kernels() {
+  const auto kernels = sim::torch_cpu_kernels();
+  if (!kernels) RC_FAIL("no emulation reproduces torch's CPU AdamW kernels on this machine");
+  return *kernels;
 }
 
 }  // namespace
@@ -319,11 +320,14 @@ void run_fused_host_adamw_shapes_property(const sut::Behaviour& behaviour) {
     const uint64_t seed = rng.next();
     sim::SplitMix64 a(seed), b(seed);
     ours.push_back(make_tensor(s, a, torch::kCPU));
-    theirs.push_back(make_tensor(s, b, torch::kCPU));
+    // Contiguous copies: torch's fused kernel mispairs a strided parameter's elements with its
+    // grad's (engines::FusedHostAdamW::step_through_copies), so the logical values are stepped.
+    theirs.push_back(make_tensor(s, b, torch::kCPU).contiguous());
   }
   engines::FusedHostAdamW opt(adamw_groups(ours, split), {},
                               behaviour.mutant_eng_strided_fast_path);
-  torch::optim::AdamW ref(adamw_groups(theirs, split));
+  // What it stands in for: Megatron's host `torch.optim.AdamW(fused=True)`.
+  sut::TorchAdamW ref(adamw_groups(theirs, split), /*fused=*/true, sut::Behaviour{});
   bool fused = false;
   for (int k = 1; k <= steps; ++k) {
     for (size_t t = 0; t < ours.size(); ++t) {
@@ -337,7 +341,7 @@ void run_fused_host_adamw_shapes_property(const sut::Behaviour& behaviour) {
     for (size_t t = 0; t < ours.size(); ++t) {
       const std::string at =
           "step " + std::to_string(k) + ", tensor " + std::to_string(t) + " " + text(ours[t]);
-      require_equal(values(ours[t]), values(theirs[t]), at + " (vs LibTorch's AdamW)", behaviour);
+      require_equal(values(ours[t]), values(theirs[t]), at + " (vs torch's fused AdamW)", behaviour);
       const auto [m, v] = moments(opt, ours[t]);
       const auto [m_ref, v_ref] = moments(ref, theirs[t]);
       require_equal(m, m_ref, at + " exp_avg", behaviour);
@@ -451,7 +455,7 @@ void run_hdo_whole_params_property(const sut::Behaviour& behaviour) {
                                  behaviour, nullptr, engine.get());
   const std::vector<bool> offloaded = planned_offload(params, d);
   require_planned_split(hdo, params, offloaded, behaviour);
-  const model::FmaMode fma = torch_fma_mode();
+  const int width = torch_kernels().fused_width;
   std::vector<model::AdamWState32> states(params.size());
   for (int k = 1; k <= steps; ++k) {
     for (size_t t = 0; t < params.size(); ++t) {
@@ -459,7 +463,8 @@ void run_hdo_whole_params_property(const sut::Behaviour& behaviour) {
       params[t].mutable_grad() = grad_like(params[t], g, false);
       const model::AdamWHyper h{1e-2, 0.9, 0.95, 1e-8, t < d.split ? 0.1 : 0.0};
       if (offloaded[t] || d.torch_adamw_on_accelerator) {
-        model::adamw_step_torch(want[t], g, states[t], h, fma);
+        // Both sides' torch AdamW receive the factory's `fused=True`.
+        model::adamw_step_torch_fused_cpu(want[t], g, states[t], h, width);
       } else {
         model::adamw_step_fused(want[t], g, states[t], h, k);
       }

@@ -60,14 +60,14 @@ void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& sc
                             const model::GradScalerConfig& scaler,
                             const std::vector<InjectedGrad>& injected,
                             const sut::Behaviour& behaviour) {
-  const model::FmaMode fma = fma_mode();
+  const model::TorchCpuKernels kernels = torch_kernels();
   bool skipped = false, overflowed = false;
   for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
     const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/1000 + r);
     sim::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), behaviour);
     const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
-    model::RankReference ref(spec, plan, rig.initial_values(), fma, device().is_cuda());
+    model::RankReference ref(spec, plan, rig.initial_values(), kernels, device().is_cuda());
     if (ref.step_error()) return;  // a step that raises is the numerical properties' claim
     rig.use_grad_scaler(scaler);
     model::GradScalerModel want(scaler);
@@ -131,7 +131,6 @@ bool check_grad_norm(const model::CaseSpec& spec, const model::RankPlan& plan, i
                      const model::StepInputs& in, double got, const sut::Behaviour& b) {
   const double exact = model::exact_grad_norm(spec, plan.instance, in);
   const model::GradNormShape shape = model::grad_norm_shape(spec, plan.instance);
-  const bool fp16_accumulates = shape.has_fp16 && !device().is_cuda();
   tol::GradNormTerms terms;
   terms.largest = shape.largest;
   terms.tensors = shape.tensors;
@@ -139,10 +138,6 @@ bool check_grad_norm(const model::CaseSpec& spec, const model::RankPlan& plan, i
   terms.ranks = model::instance_dp(spec, plan.instance);
   terms.grad_mantissa_bits = model::mantissa_bits(shape.dtype);
   terms.grad_min_subnormal = model::min_subnormal(shape.dtype);
-  const model::DType accumulates =
-      fp16_accumulates ? model::DType::kFloat16 : model::DType::kFloat32;
-  terms.accumulate_mantissa_bits = model::mantissa_bits(accumulates);
-  terms.accumulate_min_subnormal = model::min_subnormal(accumulates);
   const double tol = tol::grad_norm(exact, terms);
   if (std::isinf(got) ? norm_may_overflow(spec, plan.instance, in, exact, tol)
                       : std::fabs(got - exact) <= tol) {
@@ -180,7 +175,7 @@ model::StepInputs check_report(const model::CaseSpec& spec, const model::RankPla
     check(step_name(plan, step) + ": a grad norm reported without clipping", b);
   }
   const int64_t zeros =
-      log_num_zeros ? model::zeros_in_main_grads(spec, plan.instance, ref_in, device().is_cuda())
+      log_num_zeros ? model::zeros_in_main_grads(spec, plan.instance, ref_in)
                     : 0;
   if (*got.num_zeros_in_grad != zeros) {
     check(step_name(plan, step) + ": " + std::to_string(*got.num_zeros_in_grad) +
@@ -211,7 +206,7 @@ void run_rank_with_grad_stats(const model::CaseSpec& spec, const gen::Schedule& 
   sim::RankUnderTest& rig = *owned;
   check(check_constructed(rig.construction()), b);
   const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
-  model::RankReference ref(spec, plan, rig.initial_values(), fma_mode(), device().is_cuda());
+  model::RankReference ref(spec, plan, rig.initial_values(), torch_kernels(), device().is_cuda());
   if (ref.step_error()) return;  // a step that raises is the numerical properties' claim
   const double first =
       model::exact_grad_norm(spec, inst, scaled_inputs(spec, schedule, 0, 1.0f, injected));
@@ -238,8 +233,8 @@ void run_rank_with_grad_stats(const model::CaseSpec& spec, const gen::Schedule& 
     seen.skipped = seen.skipped || in.skip;
     seen.clipped = seen.clipped || (!in.skip && ref_in.clip_coeff < 1.0);
     seen.clipping_zeroed =
-        seen.clipping_zeroed || (!in.skip && model::zeros_in_main_grads(spec, inst, ref_in, cuda) >
-                                                 model::zeros_in_main_grads(spec, inst, in, cuda));
+        seen.clipping_zeroed || (!in.skip && model::zeros_in_main_grads(spec, inst, ref_in) >
+                                                 model::zeros_in_main_grads(spec, inst, in));
     ref.step(ref_in);
     for (size_t g = 0; g < plan.groups.size(); ++g) {
       for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
@@ -270,7 +265,7 @@ void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& s
   RC_CLASSIFY(seen.clipped, "clipped");
   RC_CLASSIFY(scaler.has_value(), "loss scaler");
   RC_CLASSIFY(seen.skipped, "a step skipped");
-  RC_CLASSIFY(!seen.bounded, "no bound on the norm (fp16 accumulated in fp16)");
+  RC_CLASSIFY(!seen.bounded, "no first-order bound on the norm");
   RC_CLASSIFY(seen.clipping_zeroed, "clipping made zeros");
   RC_CLASSIFY(log_num_zeros, "zeros counted");
   RC_CLASSIFY(spec.precision_aware, "precision-aware");

@@ -78,7 +78,7 @@ TEST(Numerics, LibTorchAdamWIsReproducedBitForBit) {
         for (float& x : g) x = rng.symmetric_unit();
         t.mutable_grad() = torch::tensor(g);
         opt.step();
-        model::adamw_step_torch(p, g, s, h, *mode);
+        model::adamw_step_torch(p, g, s, h, *mode, &sim::torch_tensor_sqrt);
       }
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(t[i].item<float>(), p[i]) << "n=" << n << " i=" << i << " lr=" << h.lr;

@@ -88,9 +88,9 @@ void predict_outcome(const sut::Behaviour& behaviour, const model::CaseSpec& spe
 void compare_with_reference(const CliOptions& options, torch::Device device,
                             const model::CaseSpec& spec, const model::RankPlan& plan, RankRig& rig,
                             Row& row) {
-  const auto fma = torch_cpu_fma_mode();
-  if (options.steps == 0 || !fma) return;
-  model::RankReference ref(spec, plan, rig.initial_values(), *fma, device.is_cuda());
+  const auto kernels = torch_cpu_kernels();
+  if (options.steps == 0 || !kernels) return;
+  model::RankReference ref(spec, plan, rig.initial_values(), *kernels, device.is_cuda());
   for (int k = 0; k < options.steps; ++k) {
     const model::StepInputs in = main_job_step(spec, options.seed, k);
     rig.step(in);

@@ -178,6 +178,7 @@ const std::vector<Behaviour>& all_mutants() {
     add("HDO-05", &Behaviour::mutant_hdo05_fp32_lookup);
     add("HDO-07", &Behaviour::mutant_hdo07_no_fp32_update);
     add("HDO-08", &Behaviour::mutant_hdo08_fused_on_host);
+    add("TORCH-113-moment", &Behaviour::mutant_torch113_moment);
     add("PT-01", &Behaviour::mutant_pt01_skip_flush);
     add("FID-bc-double-beta", &Behaviour::mutant_bc_double_betas);
     add("PT-03", &Behaviour::mutant_pt03_state_stays_where_loaded);

@@ -116,6 +116,10 @@ struct Behaviour {
   // Mutant HDO-07: the factory's param_update_in_fp32 is dropped: host copies of 16-bit shards
   // stay 16-bit and AdamW sizes their moments like them.
   bool mutant_hdo07_no_fp32_update = false;
+  // Mutant TORCH-113-moment: torch's AdamW steps as on PyTorch 1.13: `fused` is never read and
+  // the single-tensor loop updates exp_avg as m*b1 + (1-b1)*g instead of 2.11's
+  // `exp_avg.lerp_(grad, 1 - beta1)`.
+  bool mutant_torch113_moment = false;
   // Mutant HDO-08: the host sub-optimizers are the accelerator's FusedAdam class.
   bool mutant_hdo08_fused_on_host = false;
   // Mutant FID-bc-double-beta: FusedAdam's bias corrections computed from the double betas, not

@@ -38,9 +38,9 @@ double clip_grad_by_total_norm_fp32(const std::vector<torch::Tensor>& grads, dou
                                     double total_norm, bool always_scale) {
   const double clip_coeff = max_norm / (total_norm + 1.0e-6);
   if (clip_coeff < 1.0 || always_scale) {
-    // `local_multi_tensor_scale`: `dst.copy_(src * scale)` with src and dst the same grads; a
-    // Python float times a tensor multiplies in the tensor's opmath type by the float rounded to
-    // it, then rounds to the tensor's dtype.
+    // `local_multi_tensor_scale`: `dst.copy_(src * scale)` with src and dst the same grads; on
+    // PyTorch 2.11 a Python float times a tensor multiplies in the tensor's opmath type (fp32
+    // for 16-bit tensors) by the float as that type, then rounds to the tensor's dtype.
     for (const auto& g : grads) g.copy_(g * clip_coeff);
   }
   return clip_coeff;

@@ -5,6 +5,7 @@
 
 #include "sim/port/fused_adam.h"
 #include "sim/port/placement.h"
+#include "sim/port/torch_adamw.h"
 #include "sim/port/optim_state.h"
 
 namespace sc::sut {
@@ -195,7 +196,7 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       return engine_->make_host_optimizer(std::move(groups));
     }
     if (!behaviour_.mutant_hdo08_fused_on_host) {
-      return std::make_unique<torch::optim::AdamW>(std::move(groups));
+      return std::make_unique<TorchAdamW>(std::move(groups), /*fused=*/true, behaviour_);
     }
     for (auto& g : groups) {
       const auto& a = static_cast<const torch::optim::AdamWOptions&>(g.options());
@@ -218,7 +219,8 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
     cpu_optimizers_.push_back(make_cpu_optimizer(std::move(cpu_groups)));
   }
   if (!gpu_groups.empty() && opts.gpu_optimizer_cls() == AcceleratorAdam::kTorchAdamW) {
-    gpu_optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(gpu_groups));
+    // The factory's defaults reach this class too: `fused=True`.
+    gpu_optimizer_ = std::make_unique<TorchAdamW>(std::move(gpu_groups), /*fused=*/true, behaviour_);
   } else if (!gpu_groups.empty()) {
     // The factory builds TE's FusedAdam without use_decoupled_grad: it reads `.grad`.
     gpu_optimizer_ = std::make_unique<FusedAdam>(std::move(gpu_groups), FusedAdamOptions(),

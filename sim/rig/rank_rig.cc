@@ -17,6 +17,7 @@
 #include "sim/port/param_buffer.h"
 #include "sim/port/tensor_attrs.h"
 #include "sim/port/optim_state.h"
+#include "sim/port/torch_adamw.h"
 
 namespace sc::sim {
 
@@ -239,8 +240,9 @@ std::unique_ptr<torch::optim::Optimizer> RankRigImpl::make_inner_optimizer(
     return std::make_unique<sut::FusedAdam>(std::move(groups), sut::FusedAdamOptions(), &attrs,
                                             sut::FusedAdamFlags(), behaviour);
   }
-  // Without Transformer Engine (the factory's USING_PYTORCH_OPTIMIZER): torch's AdamW.
-  return std::make_unique<torch::optim::AdamW>(std::move(groups));
+  // Without Transformer Engine (the factory's USING_PYTORCH_OPTIMIZER): torch's AdamW with its
+  // defaults (no `fused`).
+  return std::make_unique<sut::TorchAdamW>(std::move(groups), /*fused=*/false, behaviour);
 }
 
 void RankRigImpl::observe_ranges(const sut::DistributedOptimizer& d) {

@@ -1,10 +1,11 @@
 // Every numerical tolerance of the suite, named and justified in one place.
 //
 // The default is exactness: where the port and the reference do the same fp32 operations in the
-// same order (LibTorch's CPU AdamW against its emulation under the probed FMA mode, the port's
-// FusedAdam kernel against the model's FusedAdam order, fp32 -> bf16/fp16 rounding), values are
-// compared bit for bit, and no tolerance exists. The constants below cover only comparisons
-// between different operation orders.
+// same order (torch 2.11's single-tensor and fused CPU AdamW against their emulations under the
+// probed FMA mode and vector width, with torch's own tensor sqrt where the single-tensor loop
+// uses it; the port's FusedAdam kernel against the model's FusedAdam order; fp32 -> bf16/fp16
+// rounding), values are compared bit for bit, and no tolerance exists. The constants below
+// cover only comparisons between different operation orders.
 #pragma once
 
 #include <cmath>
@@ -52,43 +53,64 @@ inline double op_order_16bit(double value, double lr_max, int steps, int mantiss
          std::ldexp(1.0, -24);
 }
 
+// torch 2.11's two CPU AdamW kernels against each other: the single-tensor loop (the plain
+// distributed optimizer's AdamW) and `_fused_adamw_` (the hybrid optimizer's `fused=True`). Both
+// take the same fp32 scalars and the same lerp for m, so m is identical; they differ in
+// (1) v: the fused kernel's scalar tail rounds v*b2 inside its FMA where the loop rounds it
+//     first, at most 2^-24 relative more per step, carried by the average into later steps
+//     (v after k steps: at most 2k u apart, u = 2^-24);
+// (2) the root: the loop's vectorised tensor sqrt is within 1 ulp of the correctly rounded one
+//     the fused kernel takes (2u), and sqrt halves v's gap: denominators at most (k + 2) u apart;
+// (3) hence the step's update, at most lr * kMaxRatio * (k + 2) u apart at step k, then one
+//     rounding of the parameter more or less on either side (2^-23 |p|).
+// Summed over the steps: lr_max kMaxRatio u (steps (steps + 1) / 2 + 2 steps) + steps 2^-23 |p|.
+inline double torch_kernels_fp32(double value, double lr_max, int steps) {
+  const double s = steps;
+  return lr_max * kMaxRatio * std::ldexp(s * (s + 1) / 2 + 2 * s, -24) +
+         s * std::ldexp(std::fabs(value), -23);
+}
+
+// The same for a 16-bit model parameter: masters on either side of a rounding boundary round
+// one ulp of the 16-bit type apart (`mantissa_bits`: 7 for bf16, 10 for fp16).
+inline double torch_kernels_16bit(double value, double lr_max, int steps, int mantissa_bits) {
+  return torch_kernels_fp32(value, lr_max, steps) + std::ldexp(std::fabs(value), -mantissa_bits);
+}
+
 // The global grad norm on Megatron's path without Transformer Engine and Apex
 // (sut::get_grad_norm_fp32) against the exact one (model::exact_grad_norm: every main-grad
 // element squared and summed in double). The summation orders are LibTorch's and cannot be
-// reproduced, so the bound is the worst case of any order, to first order in u = 2^-24 and in
-// the unit roundoff u_a of the type a tensor's norm accumulates in (fp32, u_a = u; but LibTorch
-// 1.13's CPU `torch.norm` of an fp16 tensor accumulates in fp16, u_a = 2^-11: ones(1000) * 3 in
-// fp16 gives 90.75 for 94.87):
+// reproduced, so the bound is the worst case of any order, to first order in u = 2^-24. PyTorch
+// 2.11's `torch.norm` (`linalg.vector_norm`) accumulates every dtype's squares in fp32, on the
+// CPU and on CUDA (1.13's CPU norm accumulated fp16 in fp16: ones(1000) * 3 gave 90.75 for
+// 94.87; 2.11 gives 94.875, the fp32 norm rounded to fp16):
 // (1) one tensor's norm: a sum of n non-negative squares accumulated in any order is off by at
-//     most n u_a relative (the squares' roundings included), its square root by half that, plus
-//     the root's rounding: n u_a / 2 + u; `largest` is the largest tensor's n;
+//     most n u relative (the squares' roundings included), its square root by half that, plus
+//     the root's rounding: n u / 2 + u; `largest` is the largest tensor's n;
 // (2) that norm rounded to the main grad's dtype (precision-aware decoupled grads are bf16 or
 //     fp16): half an ulp, u_d = 2^-(mantissa_bits + 1);
-// (3) the norm of the `tensors` per-tensor norms, in the same dtype: tensors u_a / 2 + u + u_d;
+// (3) the norm of the `tensors` per-tensor norms, in the same dtype: tensors u / 2 + u + u_d;
 // (4) the square in fp32 doubles the relative error and adds u; the SUM over `ranks` adds
 //     ranks u to the square; the square root in double halves it all again.
-// Together: (largest + tensors) u_a / 2 + (ranks / 2 + 3) u + 2 u_d. The exact side's double sum
-// adds elements 2^-52. Where (largest + tensors) u_a reaches 1/2 first order means nothing and
-// no bound is given (infinity). Squares below the accumulating type's range underflow: each
-// loses at most half its smallest subnormal s_a (2^-149 for fp32, 2^-24 for fp16), the norm at
-// most sqrt(elements s_a / 2); and each rounded norm loses up to half the main grad's smallest
-// subnormal s_d (2^-149, 2^-133 for bf16, 2^-24 for fp16) where it is tiny.
+// Together: (largest + tensors) u / 2 + (ranks / 2 + 3) u + 2 u_d. The exact side's double sum
+// adds elements 2^-52. Where (largest + tensors) u reaches 1/2 first order means nothing and
+// no bound is given (infinity). Squares below fp32's range underflow: each loses at most half
+// its smallest subnormal s_a = 2^-149, the norm at most sqrt(elements s_a / 2); and each
+// rounded norm loses up to half the main grad's smallest subnormal s_d (2^-149, 2^-133 for
+// bf16, 2^-24 for fp16) where it is tiny.
 struct GradNormTerms {
   int64_t largest = 0, tensors = 0, elements = 0, ranks = 1;
   int grad_mantissa_bits = 23;        // the main grads' dtype (the fewest bits among them)
   double grad_min_subnormal = 0;      // s_d
-  int accumulate_mantissa_bits = 23;  // 10 where fp16 accumulates in fp16
-  double accumulate_min_subnormal = 0;  // s_a
 };
 
 inline double grad_norm(double exact, const GradNormTerms& t) {
   const double u = std::ldexp(1.0, -24), u_d = std::ldexp(1.0, -(t.grad_mantissa_bits + 1));
-  const double u_a = std::ldexp(1.0, -(t.accumulate_mantissa_bits + 1));
+  const double s_a = std::ldexp(1.0, -149);
   const double terms = static_cast<double>(t.largest + t.tensors);
-  if (terms * u_a >= 0.5) return std::numeric_limits<double>::infinity();
-  const double rel = terms * u_a / 2 + (static_cast<double>(t.ranks) / 2 + 3) * u + 2 * u_d +
+  if (terms * u >= 0.5) return std::numeric_limits<double>::infinity();
+  const double rel = terms * u / 2 + (static_cast<double>(t.ranks) / 2 + 3) * u + 2 * u_d +
                      static_cast<double>(t.elements) * std::ldexp(1.0, -52);
-  const double abs = std::sqrt(static_cast<double>(t.elements) * t.accumulate_min_subnormal / 2) +
+  const double abs = std::sqrt(static_cast<double>(t.elements) * s_a / 2) +
                      static_cast<double>(t.tensors + 1) * t.grad_min_subnormal / 2;
   return rel * exact + abs;
 }
