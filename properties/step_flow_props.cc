@@ -217,7 +217,6 @@ void run_rank_with_grad_stats(const model::CaseSpec& spec, const gen::Schedule& 
     want.emplace(*scaler);
   }
   rig.use_grad_stats(clip_grad, log_num_zeros);
-  const bool cuda = device().is_cuda();
   for (size_t k = 0; k < schedule.steps.size(); ++k) {
     const int step = static_cast<int>(k + 1);
     model::StepInputs in =
