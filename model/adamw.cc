@@ -39,6 +39,24 @@ void apply_update(std::vector<float>& param, const AdamWState32& state, const Ad
   }
 }
 
+// The scalars of one step of torch 2.11's AdamW, from the Python floats, each rounded to float
+// where the kernels take it (state.step already advanced).
+struct TorchStepScalars {
+  double bc1, bc2;
+  float decay, w, b2, a2;
+};
+
+TorchStepScalars torch_step_scalars(const AdamWHyper& hyper, int64_t step) {
+  TorchStepScalars s;
+  s.bc1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
+  s.bc2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(step));
+  s.decay = static_cast<float>(1.0 - hyper.lr * hyper.weight_decay);
+  s.w = static_cast<float>(1.0 - hyper.beta1);
+  s.b2 = static_cast<float>(hyper.beta2);
+  s.a2 = static_cast<float>(1.0 - hyper.beta2);
+  return s;
+}
+
 }  // namespace
 
 void adamw_step_torch(std::vector<float>& param, const std::vector<float>& grad,
@@ -76,23 +94,19 @@ void adamw_step_torch_single(std::vector<float>& param, const std::vector<float>
   assert(param.size() == grad.size());
   init_moments(param, state);
   state.step += 1;
-  const double bc1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(state.step));
-  const double bc2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(state.step));
-  const float decay = static_cast<float>(1.0 - hyper.lr * hyper.weight_decay);
-  const float w = static_cast<float>(1.0 - hyper.beta1);
-  const float b2 = static_cast<float>(hyper.beta2), a2 = static_cast<float>(1.0 - hyper.beta2);
+  const TorchStepScalars s = torch_step_scalars(hyper, state.step);
   const bool fused = kernels.fma == FmaMode::kFused;
   for (size_t i = 0; i < param.size(); ++i) {
     float& m = state.exp_avg[i];
     float& v = state.exp_avg_sq[i];
-    if (hyper.weight_decay != 0.0) param[i] = param[i] * decay;
-    m = lerp(m, grad[i], w, fused);
-    v = v * b2;
-    const float ag = a2 * grad[i];
+    if (hyper.weight_decay != 0.0) param[i] = param[i] * s.decay;
+    m = lerp(m, grad[i], s.w, fused);
+    v = v * s.b2;
+    const float ag = s.a2 * grad[i];
     v = fused ? std::fma(ag, grad[i], v) : v + ag * grad[i];
   }
   // Python's `bias_correction2**0.5`: pow, not sqrt (they differ in the last bit for some steps).
-  apply_update(param, state, hyper, static_cast<float>(std::pow(bc2, 0.5)), bc1,
+  apply_update(param, state, hyper, static_cast<float>(std::pow(s.bc2, 0.5)), s.bc1,
                kernels.tensor_sqrt);
 }
 
@@ -101,22 +115,18 @@ void adamw_step_torch_fused_cpu(std::vector<float>& param, const std::vector<flo
   assert(param.size() == grad.size() && width > 0);
   init_moments(param, state);
   state.step += 1;
-  const double bc1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(state.step));
-  const double bc2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(state.step));
-  const float decay = static_cast<float>(1.0 - hyper.lr * hyper.weight_decay);
-  const float w = static_cast<float>(1.0 - hyper.beta1);
-  const float b2 = static_cast<float>(hyper.beta2), a2 = static_cast<float>(1.0 - hyper.beta2);
-  const float sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
+  const TorchStepScalars s = torch_step_scalars(hyper, state.step);
+  const float sqrt_bc2 = static_cast<float>(std::sqrt(s.bc2));
   const float eps = static_cast<float>(hyper.eps);
-  const float neg_step_size = static_cast<float>(-(hyper.lr / bc1));
+  const float neg_step_size = static_cast<float>(-(hyper.lr / s.bc1));
   const size_t body = param.size() - param.size() % static_cast<size_t>(width);
   for (size_t i = 0; i < param.size(); ++i) {
     float& m = state.exp_avg[i];
     float& v = state.exp_avg_sq[i];
     const float g = grad[i];
-    if (hyper.weight_decay != 0.0) param[i] = param[i] * decay;
-    m = lerp(m, g, w, true);
-    v = i < body ? std::fma(a2 * g, g, v * b2) : std::fma(v, b2, (a2 * g) * g);
+    if (hyper.weight_decay != 0.0) param[i] = param[i] * s.decay;
+    m = lerp(m, g, s.w, true);
+    v = i < body ? std::fma(s.a2 * g, g, v * s.b2) : std::fma(v, s.b2, (s.a2 * g) * g);
     const float denom = std::sqrt(v) / sqrt_bc2 + eps;
     param[i] = param[i] + (neg_step_size * m) / denom;
   }

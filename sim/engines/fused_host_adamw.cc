@@ -183,11 +183,7 @@ torch::Tensor FusedHostAdamW::step(LossClosure closure) {
     return sut::TorchAdamW::step(closure);
   }
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = sut::closure_loss(closure);
   // The per-parameter bookkeeping of torch's step, in its order (parameters without a grad
   // are skipped, state is created zeroed at the first step, the count advanced before the
   // bias corrections), then one pass over all the elements.
@@ -230,11 +226,7 @@ torch::Tensor FusedHostAdamW::step(LossClosure closure) {
 // with the fused kernel's arithmetic.
 torch::Tensor FusedHostAdamW::step_through_copies(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = sut::closure_loss(closure);
   for (const Span& s : begin_external_step([](const torch::Tensor& p) { return p.grad().defined(); })) {
     Span c = s;
     c.param = s.param.contiguous();

@@ -169,11 +169,7 @@ bool dense_in_memory(const torch::Tensor& t) {
 
 torch::Tensor FusedAdam::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = closure_loss(closure);
   for (auto& group : param_groups_) {
     if (group.params().empty()) continue;
     auto& o = static_cast<FusedAdamOptions&>(group.options());

@@ -9,4 +9,12 @@ namespace sc::sut {
 // Python keys `optimizer.state` by the parameter itself.
 inline void* optim_state_key(const torch::Tensor& param) { return param.unsafeGetTensorImpl(); }
 
+// An optimizer step's closure, run with grad mode on (the step itself runs without): its loss,
+// or an undefined tensor without a closure.
+inline torch::Tensor closure_loss(const torch::optim::Optimizer::LossClosure& closure) {
+  if (!closure) return {};
+  at::AutoGradMode enable_grad(true);
+  return closure();
+}
+
 }  // namespace sc::sut

@@ -27,11 +27,7 @@ torch::optim::AdamWParamState& TorchAdamW::state_of(const torch::Tensor& p) {
 
 torch::Tensor TorchAdamW::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = closure_loss(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
     std::vector<torch::Tensor> with_grad;
@@ -40,6 +36,8 @@ torch::Tensor TorchAdamW::step(LossClosure closure) {
     }
     if (fused_ && !moment_113_) {
       step_fused(o, with_grad);
+    } else if (on_cuda(with_grad) && !moment_113_) {
+      step_foreach(o, with_grad);  // torch's default for CUDA tensors
     } else {
       for (const auto& p : with_grad) step_single(o, p);
     }
@@ -70,23 +68,61 @@ void TorchAdamW::step_single(const torch::optim::AdamWOptions& o, const torch::T
   param.addcdiv_(s.exp_avg(), denom, -step_size);
 }
 
+bool TorchAdamW::on_cuda(const std::vector<torch::Tensor>& params) {
+  if (params.empty()) return false;
+  for (const auto& p : params) {
+    if (!p.is_cuda()) return false;
+  }
+  return true;
+}
+
+TorchAdamW::Lists TorchAdamW::advance(const std::vector<torch::Tensor>& params) {
+  Lists l;
+  for (const auto& p : params) {
+    auto& s = state_of(p);
+    s.step(s.step() + 1);  // `step_t += 1` / `_foreach_add_(state_steps, 1)`, before the math
+    l.params.push_back(p.detach());
+    l.grads.push_back(p.grad());
+    l.exp_avgs.push_back(s.exp_avg());
+    l.exp_avg_sqs.push_back(s.exp_avg_sq());
+    l.steps.push_back(s.step());
+  }
+  return l;
+}
+
+void TorchAdamW::step_foreach(const torch::optim::AdamWOptions& o,
+                              const std::vector<torch::Tensor>& params) {
+  // `_multi_tensor_adam` with decoupled weight decay, not capturable, float betas and lr.
+  Lists l = advance(params);
+  const auto [beta1, beta2] = o.betas();
+  std::vector<at::Scalar> bc2_sqrt, step_size;
+  for (int64_t k : l.steps) {
+    const double step = static_cast<double>(static_cast<float>(k));
+    step_size.emplace_back((o.lr() / (1 - std::pow(beta1, step))) * -1);
+    bc2_sqrt.emplace_back(std::pow(1 - std::pow(beta2, step), 0.5));
+  }
+  if (o.weight_decay() != 0) at::_foreach_mul_(l.params, 1 - o.lr() * o.weight_decay());
+  at::_foreach_lerp_(l.exp_avgs, l.grads, 1 - beta1);
+  at::_foreach_mul_(l.exp_avg_sqs, beta2);
+  at::_foreach_addcmul_(l.exp_avg_sqs, l.grads, l.grads, 1 - beta2);
+  std::vector<torch::Tensor> denom = at::_foreach_sqrt(l.exp_avg_sqs);
+  at::_foreach_div_(denom, bc2_sqrt);
+  at::_foreach_add_(denom, o.eps());
+  at::_foreach_addcdiv_(l.params, l.exp_avgs, denom, step_size);
+}
+
 void TorchAdamW::step_fused(const torch::optim::AdamWOptions& o,
                             const std::vector<torch::Tensor>& params) {
   if (params.empty()) return;
-  std::vector<torch::Tensor> ps, grads, exp_avgs, exp_avg_sqs, steps;
-  for (const auto& p : params) {
-    auto& s = state_of(p);
-    // `torch._foreach_add_(device_state_steps, 1)` before the kernel, which reads each step.
-    s.step(s.step() + 1);
-    ps.push_back(p.detach());
-    grads.push_back(p.grad());
-    exp_avgs.push_back(s.exp_avg());
-    exp_avg_sqs.push_back(s.exp_avg_sq());
-    steps.push_back(torch::full({}, static_cast<float>(s.step()),
-                                torch::TensorOptions().dtype(torch::kFloat).device(p.device())));
+  const Lists l = advance(params);
+  // The kernel reads each step from a float32 tensor on the parameter's device.
+  std::vector<torch::Tensor> steps;
+  for (size_t i = 0; i < params.size(); ++i) {
+    steps.push_back(torch::full({}, static_cast<float>(l.steps[i]),
+                                torch::TensorOptions().dtype(torch::kFloat).device(params[i].device())));
   }
   const auto [beta1, beta2] = o.betas();
-  at::_fused_adamw_(ps, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), beta1, beta2,
+  at::_fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, {}, steps, o.lr(), beta1, beta2,
                     o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
 }
 

@@ -7,9 +7,9 @@
 // - `fused=true` (the factory's default for the hybrid optimizer's sub-optimizers): one call of
 //   ATen's `_fused_adamw_` over the group's tensors, each with its step as a float tensor
 //   incremented first, as `torch.optim.adam._fused_adam` does;
-// - otherwise the single-tensor loop (`_single_tensor_adam` with decoupled weight decay), the
-//   default on CPU tensors. On CUDA tensors torch's default is the foreach loop, whose
-//   elementwise arithmetic this loop stands for (not checked on a GPU yet).
+// - otherwise torch's default: on CUDA tensors the foreach loop (`_multi_tensor_adam`, the same
+//   `_foreach_*` ops in its order; run on a GPU only), on CPU tensors the single-tensor loop
+//   (`_single_tensor_adam` with decoupled weight decay).
 #pragma once
 
 #include "sim/port/behaviour.h"
@@ -27,9 +27,17 @@ class TorchAdamW : public torch::optim::AdamW {
   bool fused() const { return fused_; }
 
  private:
+  // The tensors of one step, each parameter's count advanced first.
+  struct Lists {
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+    std::vector<int64_t> steps;
+  };
   torch::optim::AdamWParamState& state_of(const torch::Tensor& p);
+  Lists advance(const std::vector<torch::Tensor>& params);
   void step_single(const torch::optim::AdamWOptions& o, const torch::Tensor& p);
   void step_fused(const torch::optim::AdamWOptions& o, const std::vector<torch::Tensor>& params);
+  void step_foreach(const torch::optim::AdamWOptions& o, const std::vector<torch::Tensor>& params);
+  static bool on_cuda(const std::vector<torch::Tensor>& params);
 
   bool fused_;
   // Mutant TORCH-113-moment: AdamW as PyTorch 1.13 ran it, `fused` unread and the
