@@ -34,8 +34,10 @@ def save(rank):
 
 
 def load(rank, checkpoint, map_to_host):
-    """Model weights, main params, then hdo.load_state_dict with its hooks. `map_to_host`: the
-    state dict as torch.load(map_location="cpu") returns it, every tensor on the host."""
+    """Model weights, main params, then hdo.load_state_dict with its hooks, given a copy: torch
+    2.x's load_state_dict keeps the tensors it is given, and a checkpoint may be loaded again.
+    `map_to_host`: the state dict as torch.load(map_location="cpu") returns it, every tensor on
+    the host."""
     hdo = hybrid_optimizer(rank)
     with torch.no_grad():
         for param, weights in zip(rank.params, checkpoint["weights"]):

@@ -1,5 +1,5 @@
-"""What this PyTorch and machine lack, supplied: a CUDA stand-in, PyTorch 2.x's optimizer hooks, and
-the torch.distributed set-up Megatron expects.
+"""What this machine lacks, supplied: a CUDA stand-in and the torch.distributed set-up Megatron
+expects.
 
 On a CPU machine, "accelerator" tensors are host tensors of the class AcceleratorTensor: they report
 `is_cuda`, a `torch.cuda.*` type() and device cuda:0, every op on them yields the class again, and
@@ -14,11 +14,8 @@ access). Each install_* returns the stand-in lines it installed.
 
 import contextlib
 import functools
-import inspect
-from collections import OrderedDict
 
 import torch
-import torch.utils.hooks
 
 _ACCELERATOR = torch.device("cuda", 0)
 _TENSOR_TO = torch.Tensor.to  # before install_cuda_stand_in() wraps it
@@ -120,8 +117,8 @@ class AcceleratorTensor(torch.Tensor):
         return True
 
     def __deepcopy__(self, memo):
-        # torch.optim's load_state_dict deep-copies the state dict: a copy in accelerator memory,
-        # as CUDA's deepcopy gives.
+        # copy.deepcopy of a state dict (Megatron's checkpointing, the tests): a copy in
+        # accelerator memory, as CUDA's deepcopy gives.
         if id(self) not in memo:
             with torch.no_grad():
                 copy = self.clone()
@@ -314,94 +311,22 @@ def install_cuda_stand_in():
     cuda.is_available = lambda: True
     cuda.device_count = lambda: 1
     cuda.empty_cache = lambda: None
+    cuda.is_current_stream_capturing = lambda: False  # torch.optim's step asks; no graphs here
     return [
         "CUDA tensors: host tensors of a subclass that reports is_cuda, type() 'torch.cuda.*' and "
         "device cuda:0, keeps its class through every op and refuses ops mixed with host tensors; "
-        ".cpu()/.to('cpu') copy out, .cuda()/.to('cuda') and factories with device='cuda' copy in",
+        ".cpu()/.to('cpu') copy out, .cuda()/.to('cuda') and factories with device='cuda' copy in; "
+        "every op on them runs torch's CPU kernel (torch._fused_adamw_ included)",
         "pinned host memory: pin_memory() and pin_memory=True give ordinary host memory marked "
         "pin_requested; is_pinned() stays false (nothing is page-locked without CUDA, as for "
         "the port on a CPU machine)",
         "CUDA streams and events: program order (every copy has completed when issued)",
-        "torch.cuda.current_device/is_available/device_count/synchronize/empty_cache: one device",
+        "torch.cuda.current_device/is_available/device_count/synchronize/empty_cache: one device; "
+        "is_current_stream_capturing: false (no CUDA graphs)",
     ]
 
 
-# ---- torch.optim hooks of PyTorch 2.x ----
-
-def _with_step_post_hooks(step):
-    @functools.wraps(step)
-    def hooked_step(self, *args, **kwargs):
-        out = step(self, *args, **kwargs)
-        for hook in list(getattr(self, "_optimizer_step_post_hooks", {}).values()):
-            hook(self, args, kwargs)
-        return out
-    hooked_step._runs_post_hooks = True
-    return hooked_step
-
-
-def _register_step_post_hook(self, hook):
-    cls = type(self)
-    if not getattr(cls.step, "_runs_post_hooks", False):
-        cls.step = _with_step_post_hooks(cls.step)
-    if "_optimizer_step_post_hooks" not in self.__dict__:
-        self._optimizer_step_post_hooks = OrderedDict()
-    handle = torch.utils.hooks.RemovableHandle(self._optimizer_step_post_hooks)
-    self._optimizer_step_post_hooks[handle.id] = hook
-    return handle
-
-
-def _register_hook(attribute):
-    def register(self, hook, prepend=False):
-        if attribute not in self.__dict__:
-            setattr(self, attribute, OrderedDict())
-        hooks = getattr(self, attribute)
-        handle = torch.utils.hooks.RemovableHandle(hooks)
-        hooks[handle.id] = hook
-        if prepend:
-            hooks.move_to_end(handle.id, last=False)
-        return handle
-    return register
-
-
-def _with_load_state_dict_hooks(load_state_dict):
-    @functools.wraps(load_state_dict)
-    def hooked(self, state_dict):
-        for hook in list(getattr(self, "_optimizer_load_state_dict_pre_hooks", {}).values()):
-            changed = hook(self, state_dict)
-            state_dict = changed if changed is not None else state_dict
-        load_state_dict(self, state_dict)
-        for hook in list(getattr(self, "_optimizer_load_state_dict_post_hooks", {}).values()):
-            hook(self)
-    return hooked
-
-
-def install_optimizer_hooks():
-    """Adds PyTorch 2.x's optimizer hooks where torch.optim lacks them; returns what it added."""
-    optimizer = torch.optim.Optimizer
-    added = []
-    if not hasattr(optimizer, "register_step_post_hook"):
-        optimizer.register_step_post_hook = _register_step_post_hook
-        added.append("torch.optim.Optimizer.register_step_post_hook: PyTorch 2.x semantics "
-                     "(hook(optimizer, args, kwargs) after each step of that optimizer)")
-    if not hasattr(optimizer, "register_load_state_dict_pre_hook"):
-        optimizer.register_load_state_dict_pre_hook = _register_hook(
-            "_optimizer_load_state_dict_pre_hooks")
-        optimizer.register_load_state_dict_post_hook = _register_hook(
-            "_optimizer_load_state_dict_post_hooks")
-        optimizer.load_state_dict = _with_load_state_dict_hooks(optimizer.load_state_dict)
-        added.append("torch.optim.Optimizer.register_load_state_dict_pre_hook/post_hook: "
-                     "PyTorch 2.x semantics (run by Optimizer.load_state_dict)")
-    return added
-
-
 # ---- torch.distributed ----
-
-def _missing_collective(name):
-    def collective(*args, **kwargs):
-        raise RuntimeError(f"torch.distributed.{name} is not in this PyTorch; the worker runs no "
-                           "collectives")
-    return collective
-
 
 def install_distributed():
     """A one-process gloo group over an in-memory store, so that Megatron's checks of
@@ -409,10 +334,6 @@ def install_distributed():
     added."""
     distributed = torch.distributed
     added = []
-    if not hasattr(distributed, "_coalescing_manager"):
-        distributed._coalescing_manager = _missing_collective("_coalescing_manager")
-        added.append("torch.distributed._coalescing_manager: absent in this PyTorch; a "
-                     "placeholder that raises (no collectives run)")
     if not distributed.is_initialized():
         distributed.init_process_group("gloo", store=distributed.HashStore(), rank=0,
                                        world_size=1)
@@ -433,41 +354,3 @@ def install_distributed():
                  "are emulated by process-group stand-ins of size dp that answer size() and "
                  "rank() only")
     return added
-
-
-def install_amp_unscale():
-    """`torch._amp_foreach_non_finite_check_and_unscale_`, which Megatron's loss-scaled step
-    calls, has no CPU kernel in this PyTorch. The stand-in follows the CUDA kernel: each element
-    is read in fp32; inf or NaN sets `found_inf` to 1; the element is multiplied by `inv_scale`
-    unless that is 1 and stored back in the grad's dtype. Returns what it installed."""
-    try:
-        torch._amp_foreach_non_finite_check_and_unscale_([torch.ones(1)], torch.zeros(1),
-                                                         torch.ones(1))
-        return []
-    except RuntimeError:
-        pass
-
-    def unscale(grads, found_inf, inv_scale):
-        inv = float(inv_scale.item())
-        for grad in grads:
-            value = grad.float()
-            if not bool(torch.isfinite(value).all()):
-                found_inf.fill_(1.0)
-            if inv != 1.0:
-                grad.copy_(value * inv)
-
-    torch._amp_foreach_non_finite_check_and_unscale_ = unscale
-    return ["torch._amp_foreach_non_finite_check_and_unscale_: no CPU kernel in this PyTorch; a "
-            "stand-in written from the CUDA kernel (fp32 check and multiply, stored in the grad's "
-            "dtype)"]
-
-
-def fused_adamw_note():
-    """The factory builds the hybrid optimizer's AdamW groups with fused=True. Where this PyTorch's
-    AdamW takes no `fused` argument, the key only rides along in the group dicts and is never
-    read, so the single-tensor AdamW runs on both sides; nothing is changed for it."""
-    if "fused" in inspect.signature(torch.optim.AdamW.__init__).parameters:
-        return []
-    return ["AdamW fused=True (the factory's hybrid-optimizer default): this PyTorch's AdamW has "
-            "no fused kernel and never reads the group key, so the single-tensor AdamW runs on "
-            "both sides (nothing installed)"]

@@ -6,9 +6,11 @@ torch.optim paths), and every other `megatron.*` module is a placeholder whose n
 that raise when called or instantiated: an unexpected path fails loudly instead of running code
 the worker does not mean to run. From tensor_parallel/layers.py only the attribute-copying helpers
 the shard builder calls are taken: copy_tensor_model_parallel_attributes (and the table it reads)
-and, where the tree has it, copy_gtp_attributes. Of dist_checkpointing, the package holds the
-names its `__init__` takes from core.py and mapping.py (the sharded state dict's classes); its
-save and load (serialization.py, which needs torch.distributed.checkpoint) are placeholders.
+and, where the tree has it, copy_gtp_attributes. The dist_checkpointing package runs from the
+tree whole, its `__init__` and its save and load (serialization.py, strategies/) included: on
+PyTorch 2.11 every module of it imports on a CPU machine (what it imports from outside it, such as
+main d98e8a64's models.hybrid in gpt_checkpoint_interop.py, is a placeholder as anywhere else).
+Its torch_dist writer needs psutil when it saves.
 """
 
 import ast
@@ -51,11 +53,10 @@ REAL_MODULES = {
         "distributed/distributed_data_parallel_config.py",
     "megatron.core.distributed.param_and_grad_buffer": "distributed/param_and_grad_buffer.py",
     "megatron.core.process_groups_config": "process_groups_config.py",
-    "megatron.core.dist_checkpointing.core": "dist_checkpointing/core.py",
-    "megatron.core.dist_checkpointing.dict_utils": "dist_checkpointing/dict_utils.py",
-    "megatron.core.dist_checkpointing.mapping": "dist_checkpointing/mapping.py",
-    "megatron.core.dist_checkpointing.utils": "dist_checkpointing/utils.py",
+    "megatron.core.msc_utils": "msc_utils.py",  # dist_checkpointing's storage switch
 }
+# Packages that run from the tree with every module in them (module name -> folder under core).
+REAL_PACKAGES = {"megatron.core.dist_checkpointing": "dist_checkpointing"}
 # Packages whose __init__ must not run: registered empty, their path pointing into the tree.
 EMPTY_PACKAGES = {"megatron": "", "megatron.core": "core", "megatron.core.distributed":
                   "core/distributed"}
@@ -73,12 +74,6 @@ TP_OPTIONAL_FUNCTIONS = ("copy_gtp_attributes", "param_is_not_gtp_duplicate")
 TP_DUPLICATE_FUNCTION = "param_is_not_tensor_parallel_duplicate"
 TRANSFORMER_MODULE = "megatron.core.transformer.module"
 SHARED_FUNCTION = "param_is_not_shared"
-# dist_checkpointing's __init__ also imports serialization.py (torch.distributed.checkpoint): the
-# package is built with the names its __init__ takes from these real modules, the rest placeholders.
-DIST_CHECKPOINTING = "megatron.core.dist_checkpointing"
-DIST_CHECKPOINTING_NAMES = {"core": ("check_is_distributed_checkpoint",),
-                            "mapping": ("LocalNonpersistentObject", "ShardedObject",
-                                        "ShardedTensor")}
 
 
 def _rank_zero():
@@ -185,14 +180,15 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
             return self._empty_package(fullname)
         if fullname in REAL_MODULES:
             return self._real(fullname)
+        package = next((p for p in REAL_PACKAGES if fullname.startswith(p + ".")
+                        or fullname == p), None)
+        if package is not None:
+            return self._in_real_package(fullname, package)
         if fullname == TENSOR_PARALLEL:
             return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(self._tensor_parallel))
         if fullname == TRANSFORMER_MODULE:
             return importlib.machinery.ModuleSpec(fullname,
                                                   _BuiltLoader(self._transformer_module))
-        if fullname == DIST_CHECKPOINTING:
-            return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(_dist_checkpointing),
-                                                  is_package=True)
         return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(_make_placeholder))
 
     def _empty_package(self, fullname):
@@ -202,13 +198,26 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
         spec.submodule_search_locations = [os.path.normpath(where)]
         return spec
 
-    def _real(self, fullname):
-        file = os.path.join(self.core, REAL_MODULES[fullname])
+    def _real(self, fullname, relative=None):
+        relative = relative or REAL_MODULES[fullname]
+        file = os.path.join(self.core, relative)
         if not os.path.isfile(file):
-            raise TreeError("api_moved", f"the tree has no megatron/core/{REAL_MODULES[fullname]}")
+            raise TreeError("api_moved", f"the tree has no megatron/core/{relative}")
         package = [os.path.dirname(file)] if file.endswith("__init__.py") else None
         return importlib.util.spec_from_file_location(fullname, file,
                                                       submodule_search_locations=package)
+
+    def _in_real_package(self, fullname, package):
+        """A module of one of REAL_PACKAGES, from its file; None (not found) for a name the
+        tree's package does not have, as for an installed package."""
+        parts = fullname[len(package):].lstrip(".").split(".")
+        folder = os.path.join(REAL_PACKAGES[package], *[p for p in parts if p])
+        for relative in (os.path.join(folder, "__init__.py"), folder + ".py"):
+            if os.path.isfile(os.path.join(self.core, relative)):
+                return self._real(fullname, relative)
+        if fullname == package:
+            raise TreeError("api_moved", f"the tree has no megatron/core/{folder}/__init__.py")
+        return None
 
     def _load_alone(self, module, relative, required, optional=(), given=None):
         """Makes `module` a placeholder holding the top-level names `required` (and those of
@@ -236,16 +245,6 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
 
     def _transformer_module(self, module):
         self._load_alone(module, "transformer/module.py", (SHARED_FUNCTION,))
-
-
-def _dist_checkpointing(module):
-    """The dist_checkpointing package: a placeholder holding the real classes of
-    DIST_CHECKPOINTING_NAMES."""
-    _make_placeholder(module)
-    for submodule, names in DIST_CHECKPOINTING_NAMES.items():
-        real = importlib.import_module(f"{DIST_CHECKPOINTING}.{submodule}")
-        for name in names:
-            setattr(module, name, getattr(real, name))
 
 
 def _make_te_module(module):

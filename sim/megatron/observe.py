@@ -81,13 +81,10 @@ def observe_tensor(rank, tensor, model):
     return out
 
 
-def _storage(tensor):
-    return tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
-
-
 def alias_offset(tensor, model):
     """Element offset of `tensor` inside the model parameter's storage, or -1."""
-    if tensor.dtype != model.dtype or _storage(tensor).data_ptr() != _storage(model).data_ptr():
+    storage, model_storage = tensor.untyped_storage(), model.untyped_storage()
+    if tensor.dtype != model.dtype or storage.data_ptr() != model_storage.data_ptr():
         return -1
     offset = (tensor.data_ptr() - model.data_ptr()) // tensor.element_size()
     return offset if 0 <= offset and offset + tensor.numel() <= model.numel() else -1

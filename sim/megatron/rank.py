@@ -122,9 +122,9 @@ class GradStatsGroupStandIn(GroupStandIn):
         for index, start, end, dtype in self.shards[rank]:
             grad = self.grads[index][start:end].to(device="cuda", dtype=dtype, copy=True)
             grads.append(grad if self.precision_aware else grad.float())
-        if self.inv_scale is not None:
-            torch._amp_foreach_non_finite_check_and_unscale_(grads, torch.zeros(1),
-                                                             self.inv_scale)
+        if self.inv_scale is not None:  # the kernel takes found_inf on the grads' device
+            found_inf = torch.zeros(1, device="cuda")
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, self.inv_scale)
         return grads
 
     def _share(self, rank, is_norm):

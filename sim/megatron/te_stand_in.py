@@ -34,6 +34,13 @@ def bias_corrections(beta1, beta2, step):
     return _f32(1.0 - b1 ** step), _f32(1.0 - b2 ** step)
 
 
+def _correctly_rounded_sqrt(t):
+    """The kernel's `sqrtf`, correctly rounded as CUDA's is: torch 2.11's vectorised CPU sqrt is
+    not (it is 1 ulp off for about one root in six), numpy's float32 sqrt is."""
+    root = np.sqrt(t.detach().to("cpu").numpy())
+    return t.clone().copy_(torch.from_numpy(root))
+
+
 def adamw_kernel(p, g, m, v, lr, beta1, beta2, eps, decay, bc1, bc2):
     """One AdamW-mode kernel pass over fp32 tensors: p, m, v in place; g is read.
 
@@ -47,7 +54,7 @@ def adamw_kernel(p, g, m, v, lr, beta1, beta2, eps, decay, bc1, bc2):
     v.copy_(torch.mul(v, b2).add_(torch.mul(g, one_minus_b2).mul_(g)))
     m_hat = torch.div(m, torch.full_like(m, bc1))
     v_hat = torch.div(v, torch.full_like(v, bc2))
-    denom = torch.sqrt(v_hat).add_(_f32(eps))
+    denom = _correctly_rounded_sqrt(v_hat).add_(_f32(eps))
     update = torch.div(m_hat, denom).add_(torch.mul(p, _f32(decay)))
     p.sub_(torch.mul(update, _f32(lr)))
 

@@ -1,6 +1,6 @@
 """Self-test of the stream-order checker (stream_order.py) on the host CUDA stand-in:
 
-    /usr/bin/python3 sim/megatron/test_stream_order.py
+    $(scripts/python-env) sim/megatron/test_stream_order.py
 
 Literal schedules, each with and without the wait that orders it: the checker must report the
 race exactly when the wait is missing. Exits 0 when every check holds.

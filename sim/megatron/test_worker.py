@@ -1,6 +1,6 @@
 """Self-test of the Megatron worker against a Megatron-LM tree (d8b71082 or one like it):
 
-    /usr/bin/python3 sim/megatron/test_worker.py TREE
+    $(scripts/python-env) sim/megatron/test_worker.py TREE
 
 Starts the worker as a subprocess and checks literal cases: start-up and the trees it refuses, the
 seed defect and its one-line fix (PR #6982), mixed-precision steps with exact first-step moments,
@@ -238,6 +238,25 @@ def check_grad_stats(worker):
         assert last["success"] and last["grad_norm"] == norm, last
         assert last["num_zeros_in_grad"] == zeros, last
         assert worker("drop", handle=handle)["ok"]
+    check_grad_stats_unscaled(worker)
+
+
+def check_grad_stats_unscaled(worker):
+    """With a loss scale of 2, the grads (6, 8, 0) unscale to (3, 4, 0), on this rank and in the
+    other rank's share (torch's own unscale kernel on both): norm 50 ** 0.5, two zeros."""
+    built = worker.build(7, case([param("alpha", [3])], dp=2))
+    assert built["error"] is None, built
+    config = {"dynamic": False, "initial_scale": 2.0, "min_scale": 1.0, "growth_factor": 2.0,
+              "backoff_factor": 0.5, "growth_interval": 2, "hysteresis": 1}
+    assert worker("use_grad_scaler", handle=7, config=config)["ok"]
+    assert worker("use_grad_stats", handle=7, clip_grad=1.0, log_num_zeros_in_grad=True,
+                  shards=[[[0, 0, 3]]] * 2)["ok"]
+    stepped = worker("step", handle=7, grads=[bits([6.0, 8.0, 0.0])], hyper=hyper(0.0, 0.0, 1))
+    assert stepped["ok"], stepped
+    last = worker("last_step", handle=7)
+    assert last["success"] and last["grad_norm"] == 50.0 ** 0.5, last
+    assert last["num_zeros_in_grad"] == 2, last
+    assert worker("drop", handle=7)["ok"]
 
 
 def check_fix(tree):
@@ -551,7 +570,7 @@ def main():
         ("TE stand-in arithmetic", check_te_arithmetic),
         ("loss scaler: skip on inf/NaN here or elsewhere, unscaled step", lambda:
          check_loss_scaler(worker)),
-        ("clipping and zero count through the grad-stats stand-in", lambda:
+        ("clipping and zero count through the grad-stats stand-in, loss-scaled too", lambda:
          check_grad_stats(worker)),
         ("stream-order checker: F6's race, asked only where built", lambda:
          check_stream_races(worker)),

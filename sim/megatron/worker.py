@@ -2,7 +2,7 @@
 code from a tree and answers requests, one JSON object per line on stdin and stdout
 (docs/megatron-worker.md). Nothing but replies goes to stdout; the log goes to stderr.
 
-    python3 sim/megatron/worker.py --tree TREE [--device cpu|cuda]
+    $(scripts/python-env) sim/megatron/worker.py --tree TREE [--device cpu|cuda]
 """
 
 import argparse
@@ -38,16 +38,13 @@ def parse_arguments():
 
 
 def set_up(device):
-    """Installs what this PyTorch and machine lack; returns the stand-ins, in words."""
+    """Installs what this machine lacks; returns the stand-ins, in words."""
     stand_ins = []
     if device == "cpu":
         stand_ins += devices.install_cuda_stand_in()
     elif not torch.cuda.is_available():
         raise TreeError("import_failed", "--device cuda, but torch.cuda.is_available() is false")
-    stand_ins += devices.install_optimizer_hooks()
     stand_ins += devices.install_distributed()
-    stand_ins += devices.install_amp_unscale()
-    stand_ins += devices.fused_adamw_note()
     return stand_ins + LOADER_STAND_INS + RANK_STAND_INS
 
 
@@ -140,7 +137,8 @@ class Worker:
         if result is None:
             raise ValueError("last_step: no step yet")
         success, grad_norm, num_zeros = result
-        # JSON has no inf or NaN (an fp16 norm overflows on the CPU): those go as text.
+        # JSON has no inf or NaN (inf or NaN grads; Megatron's local norm fallback keeps an fp16
+        # grad's norm in fp16, which overflows past 65504): those go as text.
         norm = None if grad_norm is None else float(grad_norm)
         if norm is not None and not math.isfinite(norm):
             norm = repr(norm)

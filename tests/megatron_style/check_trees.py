@@ -5,6 +5,8 @@
 A file named test_<id>_*.py belongs to the patch <id> (pr6982, f1, ..., f12). On each tree the
 file must pass exactly when the tree carries that patch: NAME (default d8b71082) has none,
 NAME-pr6982 the seed fix, NAME-pr6982-FN the seed fix and FN's patch, NAME-pr6982-all every one.
+A finding that patches/NAME/FN.fixed-upstream names as fixed in NAME has no NAME-pr6982-FN tree
+(scripts/megatron-trees makes none): its file must pass on every tree of NAME.
 pytest runs twice per tree, with Transformer Engine's FusedAdam and without it
 (--megatron-without-te), each time in a process of its own, as the device layer is installed per
 process: a child forked from this one, which imports torch and pytest once for all the runs (a
@@ -27,6 +29,7 @@ import warnings
 import xml.etree.ElementTree as ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PATCHES = os.path.join(HERE, os.pardir, os.pardir, "patches")
 FILE_PATTERN = re.compile(r"^test_(pr6982|f\d+)_\w+\.py$")
 SKIPPED = {}  # file: the reason, for files skipped on some tree
 DECIDED = set()  # files that passed or failed on some tree
@@ -42,13 +45,21 @@ def test_files():
     return files
 
 
+def fixed_upstream(name, ids):
+    """The patch ids of the findings that patches/NAME/FN.fixed-upstream names as fixed in NAME."""
+    return {i for i in ids if i != "pr6982"
+            and os.path.isfile(os.path.join(PATCHES, name, f"{i.upper()}.fixed-upstream"))}
+
+
 def trees(root, name, ids):
-    """[(tree path, set of patch ids it carries)] for every tree that exists."""
-    findings = [i for i in ids if i != "pr6982"]
+    """[(tree path, set of patch ids it carries)] for every tree that exists; a finding fixed
+    upstream counts as carried by every tree."""
+    fixed = fixed_upstream(name, ids)
+    findings = [i for i in ids if i != "pr6982" and i not in fixed]
     wanted = [(name, set()), (f"{name}-pr6982", {"pr6982"})]
     wanted += [(f"{name}-pr6982-{f.upper()}", {"pr6982", f}) for f in findings]
     wanted.append((f"{name}-pr6982-all", set(ids)))
-    found = [(os.path.join(root, t), ids) for t, ids in wanted]
+    found = [(os.path.join(root, t), carried | fixed) for t, carried in wanted]
     missing = [t for t, _ in found if not os.path.isdir(t)]
     if missing:
         sys.exit(f"check_trees: missing trees (run scripts/megatron-trees): {' '.join(missing)}")
@@ -161,7 +172,11 @@ def main(argv):
         print(__doc__.strip())
         return 0 if len(argv) == 2 else 2
     files = test_files()
-    found = trees(argv[1], argv[2] if len(argv) == 3 else "d8b71082", files)
+    name = argv[2] if len(argv) == 3 else "d8b71082"
+    for patch_id in sorted(fixed_upstream(name, files)):
+        print(f"{files[patch_id]}: fixed upstream in {name} (patches/{name}/"
+              f"{patch_id.upper()}.fixed-upstream), expected to pass on every tree")
+    found = trees(argv[1], name, files)
     pytest = import_pytest()
     wrong = []
     for tree, carried in found:

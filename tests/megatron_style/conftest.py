@@ -6,10 +6,10 @@ dependencies.
 
 Without CUDA, the Megatron tree named by --megatron-tree (or the environment variable
 SC_MEGATRON_TREE) is run on the host through the device layer of sim/megatron: CUDA tensors are
-host tensors that report cuda:0 (devices.py), torch.optim gets PyTorch 2.x's step and
-load_state_dict hooks, torch.distributed is a one-process gloo group, and the optimizer path of
-megatron.core is loaded from the tree with placeholders for the rest (loader.py). Transformer
-Engine's FusedAdam is the stand-in of te_stand_in.py, or absent with --megatron-without-te.
+host tensors that report cuda:0 (devices.py), torch.distributed is a one-process gloo group,
+and the optimizer path of megatron.core is loaded from the tree with placeholders for the rest
+(loader.py). Transformer Engine's FusedAdam is the stand-in of te_stand_in.py, or absent with
+--megatron-without-te.
 There streams run in program order, and the fixture `stream_order_checked` (stream_order.py)
 reports accesses that CUDA's stream order would leave unordered; with CUDA it skips, since the
 streams are real there.
@@ -59,17 +59,15 @@ def _tree(config, required):
 
 
 def _install_host_device_layer(tree, transformer_engine):
-    """Runs `tree`'s Megatron-Core on the host: the CUDA stand-in, the optimizer hooks,
-    torch.distributed, then the tree's optimizer modules through the loader."""
+    """Runs `tree`'s Megatron-Core on the host: the CUDA stand-in, torch.distributed, then the
+    tree's optimizer modules through the loader."""
     sys.dont_write_bytecode = True  # the tree's modules leave no __pycache__ behind
     sys.path.insert(0, os.path.normpath(DEVICE_LAYER))
     import devices  # pylint: disable=import-outside-toplevel
     from loader import Megatron, TreeError  # pylint: disable=import-outside-toplevel
 
     devices.install_cuda_stand_in()
-    devices.install_optimizer_hooks()
     devices.install_distributed()
-    devices.install_amp_unscale()
     try:
         with warnings.catch_warnings():
             # The tree's modules warn at import that TE and Apex are missing: the loader hides

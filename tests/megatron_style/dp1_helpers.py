@@ -4,6 +4,9 @@ DistributedDataParallel model chunk the optimizer reads, the optimizer built by 
 factory, and a step. Copy it with those tests.
 """
 
+import importlib.util
+
+import pytest
 import torch
 
 from megatron.core.distributed.distributed_data_parallel_config import (
@@ -115,3 +118,10 @@ def step(optimizer, params, grads):
         param.main_grad.copy_(torch.tensor(grad).view(param.shape))
     optimizer.step()
     optimizer.zero_grad()
+
+
+def skip_without_torch_dist_writer():
+    """Skips a test that saves with dist_checkpointing's torch_dist strategy where Megatron's
+    writer cannot run: strategies/filesystem_async.py needs psutil."""
+    if importlib.util.find_spec("psutil") is None:
+        pytest.skip("Megatron's torch_dist writer (strategies/filesystem_async.py) needs psutil")

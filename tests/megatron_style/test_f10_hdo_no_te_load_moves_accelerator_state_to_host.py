@@ -4,7 +4,9 @@ Without Transformer Engine and Apex, Megatron's factory makes both sub-optimizer
 torch.optim.AdamW. After load_state_dict, `_move_new_state_to_right_device` sends a
 sub-optimizer's state to the host when `isinstance(optimizer, cpu_optimizer_cls)`: the accelerator
 AdamW is such an instance too, so its moments move to the host while its parameters stay on the
-accelerator, and its next step mixes devices.
+accelerator, and its next step mixes devices. The factory passes `fused=True` (for the host
+AdamW) to both: from PyTorch 2.0 on, torch's AdamW reads that group key, so that step is one
+`torch._fused_adamw_` over tensors on two devices, and it raises there.
 """
 
 import copy
@@ -19,7 +21,8 @@ GRADS = [torch.tensor([1.0, -2.0, 0.5, 0.25]), torch.tensor([-0.5, 1.0, 0.75, -1
 
 
 def _hybrid_optimizer(param):
-    """As the factory builds it without TE or Apex (both classes AdamW); nothing offloaded."""
+    """As the factory builds it without TE or Apex (both classes AdamW, with the factory's
+    `bias_correction` and `fused` keys); nothing offloaded."""
     return HybridDeviceOptimizer(
         [param],
         offload_fraction=0.0,
@@ -29,6 +32,8 @@ def _hybrid_optimizer(param):
         overlap_cpu_optimizer_d2h_h2d=True,
         lr=LR,
         weight_decay=0.0,
+        bias_correction=True,
+        fused=True,
     )
 
 

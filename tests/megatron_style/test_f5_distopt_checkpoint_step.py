@@ -25,7 +25,10 @@ keeps as a tensor in each parameter's state and FusedAdam as a value in each par
   before every step: the count stays at the saved step plus one.
 
 Each case steps, saves, resumes into a fresh optimizer and steps on; the states must equal
-those of the optimizer that stepped on without the interruption.
+those of the optimizer that stepped on without the interruption. The checkpoint goes through
+`dist_checkpointing.save` and `load` with the default `torch_dist` strategy into a temporary
+directory (Megatron's writer needs psutil), and through an in-memory stand-in of that storage
+on one rank, which needs nothing more.
 """
 
 import copy
@@ -33,12 +36,13 @@ import copy
 import pytest
 import torch
 
+from megatron.core import dist_checkpointing
 from megatron.core.dist_checkpointing.dict_utils import dict_list_map_inplace, merge, nested_values
 from megatron.core.dist_checkpointing.mapping import ShardedTensor
 from megatron.core.dist_checkpointing.utils import extract_nonpersistent, extract_sharded_base
 from megatron.core.optimizer import OptimizerConfig
 
-from dp1_helpers import bf16_params, distributed_optimizer, step
+from dp1_helpers import bf16_params, distributed_optimizer, skip_without_torch_dist_writer, step
 
 try:
     from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
@@ -83,15 +87,18 @@ OPTIMIZER_CASES = {
         "optimizer_offload_fraction": 1.0,
     },
 }
+# Where the checkpoint goes: Megatron's torch_dist files, or the in-memory stand-in below.
+STORAGES = ["torch_dist", "in_memory"]
 # The formats Megatron's checkpointing chooses: `dp_reshardable` by default, `fully_reshardable`
 # with --dist-ckpt-optim-fully-reshardable.
 SHARDING_TYPES = ["dp_reshardable", "fully_reshardable"]
 # The hybrid optimizer without precision-aware keeps its host copies in its state as
 # "master_param", which a fully_reshardable checkpoint does not hold.
 CASES = [
-    (case, sharding_type)
+    (case, sharding_type, storage)
     for case in OPTIMIZER_CASES
     for sharding_type in SHARDING_TYPES
+    for storage in STORAGES
     if (case, sharding_type) != ("hybrid-not-precision-aware", "fully_reshardable")
 ]
 
@@ -185,21 +192,35 @@ def _sharded_state_dict(optimizer, params, metadata, is_loading=False):
     }
 
 
-def _checkpoint_after_steps(case, metadata):
+def _storage(name, directory):
+    """(save, load) of a sharded state dict: save returns the checkpoint, load(sharded state
+    dict, checkpoint) the loaded state dict."""
+    if name == "in_memory":
+        return _save, _load
+    skip_without_torch_dist_writer()
+
+    def save(sharded_state_dict):
+        dist_checkpointing.save(sharded_state_dict, str(directory))
+        return str(directory)
+
+    return save, dist_checkpointing.load
+
+
+def _checkpoint_after_steps(case, metadata, save):
     """An optimizer stepped STEPS_BEFORE times, its params and its checkpoint."""
     optimizer, params = _distributed_optimizer(case)
     for grads in GRADS[:STEPS_BEFORE]:
         step(optimizer, params, grads)
-    return optimizer, params, _save(_sharded_state_dict(optimizer, params, metadata))
+    return optimizer, params, save(_sharded_state_dict(optimizer, params, metadata))
 
 
-def _resumed(case, checkpoint, metadata):
+def _resumed(case, checkpoint, metadata, load):
     """A fresh optimizer and its params, loaded from `checkpoint` as load_checkpoint loads a
     distributed checkpoint: one load of the model's and the optimizer's sharded state dicts
     (which fills the model params in place), then the optimizer's load_state_dict."""
     optimizer, params = _distributed_optimizer(case)
     to_load = _sharded_state_dict(optimizer, params, metadata, is_loading=True)
-    optimizer.load_state_dict(_load(to_load, checkpoint)["optimizer"])
+    optimizer.load_state_dict(load(to_load, checkpoint)["optimizer"])
     return optimizer, params
 
 
@@ -224,12 +245,17 @@ def _step_counts(optimizer):
     ]
 
 
-@pytest.mark.parametrize("case,sharding_type", CASES)
-def test_distributed_checkpoint_resume_equals_no_interruption(case, sharding_type):
+@pytest.mark.parametrize("case,sharding_type,storage", CASES)
+def test_distributed_checkpoint_resume_equals_no_interruption(
+    case, sharding_type, storage, tmp_path
+):
     _skip_without_fused_adam(case)
+    save, load = _storage(storage, tmp_path)
     metadata = {"distrib_optim_sharding_type": sharding_type}
-    uninterrupted, uninterrupted_params, checkpoint = _checkpoint_after_steps(case, metadata)
-    resumed, resumed_params = _resumed(case, checkpoint, metadata)
+    uninterrupted, uninterrupted_params, checkpoint = _checkpoint_after_steps(
+        case, metadata, save
+    )
+    resumed, resumed_params = _resumed(case, checkpoint, metadata, load)
     for grads in GRADS[STEPS_BEFORE:]:
         step(uninterrupted, uninterrupted_params, grads)
         step(resumed, resumed_params, grads)

@@ -7,6 +7,8 @@ world tensors at `buffer.param_index_map`'s offsets, which count that padding. E
 bucket after the first is read further on by the padding stripped before its bucket; past the
 end of the world tensor the slice is padded with zeros ("param range exceeds unpadded buffer").
 With one bucket (no overlapped grad reduction) nothing is stripped before any param.
+The checkpoint goes through `dist_checkpointing.save` and `load` (`torch_dist`) into a temporary
+directory, and through an in-memory stand-in of that storage on one rank.
 """
 
 import copy
@@ -14,6 +16,7 @@ import copy
 import pytest
 import torch
 
+from megatron.core import dist_checkpointing
 from megatron.core.dist_checkpointing import ShardedTensor
 from megatron.core.dist_checkpointing.dict_utils import dict_list_map_inplace, nested_values
 from megatron.core.distributed.distributed_data_parallel_config import (
@@ -21,7 +24,7 @@ from megatron.core.distributed.distributed_data_parallel_config import (
 )
 from megatron.core.optimizer import OptimizerConfig
 
-from dp1_helpers import bf16_params, distributed_optimizer, step
+from dp1_helpers import bf16_params, distributed_optimizer, skip_without_torch_dist_writer, step
 
 try:
     from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
@@ -35,6 +38,8 @@ SHAPES = [(4,), (2, 3), (4,)]
 BUCKET_SIZE = 4
 GRADS = [[1.0, -2.0, 0.5, 0.25], [-0.5, 1.0, 0.75, -1.0, 0.25, 2.0], [0.5, 0.25, -1.0, 2.0]]
 METADATA = {"distrib_optim_sharding_type": "fully_reshardable"}
+# Where the checkpoint goes: Megatron's torch_dist files, or the in-memory stand-in below.
+STORAGES = ["torch_dist", "in_memory"]
 
 
 def _optimizer_config(inner):
@@ -72,7 +77,17 @@ def _model_sharded_state_dict(params):
     }
 
 
-def _saved_and_loaded(saved, loading):
+def _saved_and_loaded(storage, directory, saved, loading):
+    """What dist_checkpointing.load of `loading` returns after dist_checkpointing.save of
+    `saved`, through `storage`."""
+    if storage == "in_memory":
+        return _in_memory_saved_and_loaded(saved, loading)
+    skip_without_torch_dist_writer()
+    dist_checkpointing.save(saved, str(directory))
+    return dist_checkpointing.load(loading, str(directory))
+
+
+def _in_memory_saved_and_loaded(saved, loading):
     """On one rank, what dist_checkpointing.load of `loading` returns after
     dist_checkpointing.save of `saved`: each ShardedTensor of `loading` replaced by the data
     saved under its key, and the common (non-sharded) state as saved."""
@@ -101,8 +116,9 @@ def _param_states(optimizer, params):
 # Without TE or Apex, DistributedOptimizer.state_dict() of the fresh optimizer that
 # sharded_state_dict(is_loading=True) starts from asserts a single step count and fails.
 @pytest.mark.skipif(not HAVE_TE, reason="Transformer Engine's FusedAdam is not available")
+@pytest.mark.parametrize("storage", STORAGES)
 @pytest.mark.parametrize("inner", ["adam", "hybrid"])
-def test_fully_reshardable_round_trip_with_several_buckets(inner):
+def test_fully_reshardable_round_trip_with_several_buckets(inner, storage, tmp_path):
     saving, saving_params = _distributed_optimizer(inner)
     step(saving, saving_params, GRADS)
     saved = _param_states(saving, saving_params)
@@ -117,7 +133,7 @@ def test_fully_reshardable_round_trip_with_several_buckets(inner):
     to_load = loading.sharded_state_dict(
         _model_sharded_state_dict(loading_params), is_loading=True, metadata=METADATA
     )
-    loading.load_state_dict(_saved_and_loaded(checkpoint, to_load))
+    loading.load_state_dict(_saved_and_loaded(storage, tmp_path, checkpoint, to_load))
 
     loaded = _param_states(loading, loading_params)
     for index, (got, want) in enumerate(zip(loaded, saved)):
