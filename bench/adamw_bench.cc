@@ -1,4 +1,5 @@
-// CPU AdamW steps: LibTorch's torch::optim::AdamW (the port's host optimizer) against the fused
+// CPU AdamW steps: LibTorch's C++ torch::optim::AdamW (the port's host optimizer is torch 2.11's
+// fused AdamW, sut::TorchAdamW, since the move to 2.11; these rows predate it) against the fused
 // host AdamW of the hdo-fused-host-adamw variant (engines::FusedHostAdamW), over one large tensor
 // and over a realistic shard of many mixed-size tensors. Bytes: 28 per parameter (fp32 AdamW),
 // as fractions of the host triad and of the AdamW-traffic limit.

@@ -1,7 +1,7 @@
 // The port's full HybridDeviceOptimizer step (grads to the host copies, the accelerator
 // FusedAdam, the host AdamW steps, copies back) at offload fractions 0 to 1, overlap on and
-// off, bf16 and fp32 models, under the faithful port (torch::optim::AdamW on the
-// host; sut::fully_patched()), the faster offload path (hdo-fused-host-adamw: the fused host
+// off, bf16 and fp32 models, under the faithful port (torch 2.11's fused AdamW on the
+// host, sut::TorchAdamW; sut::fully_patched()), the faster offload path (hdo-fused-host-adamw: the fused host
 // AdamW) and the pipelined offload (hdo-pipelined: chunks through staging buffers), side by side.
 // Without a GPU the accelerator side is CPU tensors: the label says so.
 #include <ATen/Parallel.h>
