@@ -64,7 +64,7 @@ TEST(Cli, RejectsMalformedArguments) {
   expect_rejected({"--dp=4x"}, "--dp=4x");
   expect_rejected({"--seed=-1"}, "expected a decimal seed");
   expect_rejected({"--frobnicate=1"}, "unknown option '--frobnicate'");
-  expect_rejected({"dp=4"}, "unknown argument 'dp=4'");
+  expect_rejected({"dp=4"}, "unexpected argument 'dp=4'");
   expect_rejected({"--scale=0"}, "expected a positive integer");
 }
 

@@ -6,7 +6,6 @@
 #include <iomanip>
 #include <cmath>
 #include <cstdlib>
-#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -17,12 +16,6 @@
 namespace sc::sim {
 
 namespace {
-
-bool parse_int(const std::string& text, int64_t& out) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return ec == std::errc() && ptr == end && !text.empty();
-}
 
 bool parse_double(const std::string& text, double& out) {
   if (text.empty()) return false;
@@ -79,84 +72,11 @@ std::optional<int64_t> parse_byte_size(const std::string& text) {
 
 namespace {
 
-// The options that take a value, which may also come as the next argument.
-const std::set<std::string> kValueOptions{
-    "model",     "model-file",         "variant",         "pp",     "vpp",  "ep",    "dp",
-    "offload",   "offload-fraction",   "precision-aware", "device", "seed", "scale", "steps",
-    "processes", "collective-timeout", "launch-timeout",  "fault",  "tp",
-    "pipeline-layout", "first-stage-layers", "last-stage-layers", "svg", "html",
-    "memory-budget"};
-
-}  // namespace
-
-std::string cli_usage() {
-  return "usage: shardcheck-sim [options]\n"
-         "Builds every rank of a parallel world with the LibTorch port of Megatron-Core's\n"
-         "DistributedOptimizer (and HybridDeviceOptimizer when offloading), once per variant,\n"
-         "and prints one row per rank. With no options: the seed scenario.\n"
-         "  --model=NAME             " + join(inventory_names(), ", ") + " (dsv4-flash)\n"
-         "  --model-file=FILE        a model described in a JSON file (see models/README.md)\n"
-         "  --variant=A[,B...]       port variants (upstream,pr6982), or 'all'; a variant is\n"
-         "                           upstream plus changes: pr6982+F1, patched-F3, patched+pipelined\n"
-         "  --pp=N --vpp=N --ep=N --dp=N   parallel sizes (8, 3, 4, 4); ep divides dp\n"
-         "  --tp=N                   tensor-parallel size (1): shapes sharded as Megatron does;\n"
-         "                           TP rank 0 is simulated (every TP rank has its structure)\n"
-         "  --pipeline-layout=L|none Megatron's pipeline layout (E, t, m, L; '|' between the\n"
-         "                           pp * vpp stages); the model's own when it has pp * vpp\n"
-         "                           stages, else Megatron's even split\n"
-         "  --first-stage-layers=N --last-stage-layers=N   uneven split (Megatron's\n"
-         "                           num_layers_in_first/last_pipeline_stage)\n"
-         "  --offload=on|off         CPU offload through HybridDeviceOptimizer (on)\n"
-         "  --offload-fraction=F     fraction in [0, 1] (1.0)\n"
-         "  --bucket-size=N|none     DDP bucket size in elements; as in Megatron's training\n"
-         "                           loop, only stage 0's first model chunk is bucketed (none)\n"
-         "  --precision-aware=on|off precision-aware optimizer (on)\n"
-         "  --device=auto|cpu|cuda   accelerator for the port (auto)\n"
-         "  --seed=N|HASH            decimal seed or 40-hex commit hash (0)\n"
-         "  --scale=N                divide every dimension by N, keeping each parameter\n"
-         "                           (64 with tensors, 1 with --layout-only)\n"
-         "  --steps=N                optimizer steps per rank, compared with the reference (3)\n"
-         "  --layout-only            the reference model only, no tensors: full sizes in seconds,\n"
-         "                           outcomes predicted\n"
-         "  --memory-budget=BYTES    tensor mode refuses a world whose largest rank would hold\n"
-         "                           more tensor bytes (8GiB, 512MiB; half the physical memory)\n"
-         "  --check-determinism      run twice; fail unless the digests of all final states match\n"
-         "  --json                   JSON instead of a table\n"
-         "  --stats                  also print wall time, CPU time and peak resident memory\n"
-         "  --svg=FILE               also draw the world as SVG: buffers, buckets, parameters by\n"
-         "                           dtype, rank shards, offload placement, failing ranks\n"
-         "  --html=FILE              also write an HTML report: the picture and the tables\n"
-         "  --heat                   the pictures add each piece's difference from the\n"
-         "                           reference after the steps as a heat strip (tensor mode)\n"
-         "Multi-process mode (one process per rank over c10d Gloo; DP x PP, EP, one variant):\n"
-         "  --processes=N            start N = pp * dp ranks of this program on 127.0.0.1\n"
-         "  --multi-process          be one rank: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT\n"
-         "                           from the environment (torchrun, Slurm)\n"
-         "  --collective-timeout=S   collective and rendezvous timeout in seconds (60)\n"
-         "  --launch-timeout=S       --processes stops the world after S seconds (600)\n"
-         "  --fault=KIND[@RANK]      perturbation to test the checks: drop-grads, stall, exit,\n"
-         "                           die (SIGKILL mid-step), skip-all-gather\n"
-         "Options taking a value also accept it as the next argument (--dp 2).\n";
-}
-
-namespace {
-
 // The options being parsed, with what the checks across options need to know.
 struct ParsedCli {
   CliOptions options;
   bool model_named = false;  // --model was given (even with the default model)
 };
-
-// One "--name=value" argument.
-struct OptionArg {
-  const std::string& name;
-  const std::string& value;
-  // The message for a bad value: "--name=value: why".
-  std::string bad(const std::string& why) const { return "--" + name + "=" + value + ": " + why; }
-};
-
-// Applies one option to `parsed`; the message when its value is bad, else nothing.
-using OptionHandler = std::optional<std::string> (*)(const OptionArg& arg, ParsedCli& parsed);
 
 // --model=NAME: a built-in model.
 std::optional<std::string> apply_model(const OptionArg& arg, ParsedCli& parsed) {
@@ -202,29 +122,25 @@ std::optional<std::string> apply_variant(const OptionArg& arg, ParsedCli& parsed
 
 // --pp, --vpp, --ep, --dp, --tp: a parallel size.
 std::optional<std::string> apply_parallel_size(const OptionArg& arg, ParsedCli& parsed) {
-  int64_t n = 0;
-  if (!parse_int(arg.value, n) || n < 1 || n > 65536) {
-    return arg.bad("expected an integer from 1 to 65536");
-  }
+  const auto n = parse_integer(arg.value, 1, 65536);
+  if (!n) return arg.bad("expected an integer from 1 to 65536");
   WorldSizes& world = parsed.options.world;
   int& field = arg.name == "pp"    ? world.pp
                : arg.name == "vpp" ? world.vpp
                : arg.name == "ep"  ? world.ep
                : arg.name == "tp"  ? world.tp
                                    : world.dp;
-  field = static_cast<int>(n);
+  field = static_cast<int>(*n);
   return std::nullopt;
 }
 
 // --first-stage-layers, --last-stage-layers: an uneven pipeline split.
 std::optional<std::string> apply_stage_layers(const OptionArg& arg, ParsedCli& parsed) {
-  int64_t n = 0;
-  if (!parse_int(arg.value, n) || n < 1 || n > 100000) {
-    return arg.bad("expected an integer from 1 to 100000");
-  }
+  const auto n = parse_integer(arg.value, 1, 100000);
+  if (!n) return arg.bad("expected an integer from 1 to 100000");
   WorldSizes& world = parsed.options.world;
   (arg.name == "first-stage-layers" ? world.first_stage_layers : world.last_stage_layers) =
-      static_cast<int>(n);
+      static_cast<int>(*n);
   return std::nullopt;
 }
 
@@ -256,14 +172,12 @@ std::optional<std::string> apply_offload_fraction(const OptionArg& arg, ParsedCl
 
 // --bucket-size=N|none.
 std::optional<std::string> apply_bucket_size(const OptionArg& arg, ParsedCli& parsed) {
-  int64_t n = 0;
   if (arg.value == "none") {
     parsed.options.bucket_size.reset();
-  } else if (!parse_int(arg.value, n) || n < 1) {
-    return arg.bad("expected a positive element count or none");
-  } else {
-    parsed.options.bucket_size = n;
+    return std::nullopt;
   }
+  parsed.options.bucket_size = parse_integer(arg.value, 1, INT64_MAX);
+  if (!parsed.options.bucket_size) return arg.bad("expected a positive element count or none");
   return std::nullopt;
 }
 
@@ -294,19 +208,17 @@ std::optional<std::string> apply_seed(const OptionArg& arg, ParsedCli& parsed) {
 
 // --steps=N from 0 to 100.
 std::optional<std::string> apply_steps(const OptionArg& arg, ParsedCli& parsed) {
-  int64_t n = 0;
-  if (!parse_int(arg.value, n) || n < 0 || n > 100) {
-    return arg.bad("expected an integer from 0 to 100");
-  }
-  parsed.options.steps = static_cast<int>(n);
+  const auto n = parse_integer(arg.value, 0, 100);
+  if (!n) return arg.bad("expected an integer from 0 to 100");
+  parsed.options.steps = static_cast<int>(*n);
   return std::nullopt;
 }
 
 // --scale=N, positive.
 std::optional<std::string> apply_scale(const OptionArg& arg, ParsedCli& parsed) {
-  int64_t n = 0;
-  if (!parse_int(arg.value, n) || n < 1) return arg.bad("expected a positive integer");
-  parsed.options.scale = n;
+  const auto n = parse_integer(arg.value, 1, INT64_MAX);
+  if (!n) return arg.bad("expected a positive integer");
+  parsed.options.scale = *n;
   return std::nullopt;
 }
 
@@ -320,11 +232,9 @@ std::optional<std::string> apply_memory_budget(const OptionArg& arg, ParsedCli& 
 
 // --processes=N from 1 to 1024.
 std::optional<std::string> apply_processes(const OptionArg& arg, ParsedCli& parsed) {
-  int64_t n = 0;
-  if (!parse_int(arg.value, n) || n < 1 || n > 1024) {
-    return arg.bad("expected an integer from 1 to 1024");
-  }
-  parsed.options.processes = static_cast<int>(n);
+  const auto n = parse_integer(arg.value, 1, 1024);
+  if (!n) return arg.bad("expected an integer from 1 to 1024");
+  parsed.options.processes = static_cast<int>(*n);
   return std::nullopt;
 }
 
@@ -350,11 +260,9 @@ std::optional<std::string> apply_fault(const OptionArg& arg, ParsedCli& parsed) 
     return arg.bad("unknown fault; known: drop-grads, stall, exit, die, skip-all-gather");
   }
   if (at != std::string::npos) {
-    int64_t n = 0;
-    if (!parse_int(arg.value.substr(at + 1), n) || n < 0 || n > 65535) {
-      return arg.bad("expected KIND@RANK with a rank from 0");
-    }
-    options.fault_rank = static_cast<int>(n);
+    const auto rank = parse_integer(arg.value.substr(at + 1), 0, 65535);
+    if (!rank) return arg.bad("expected KIND@RANK with a rank from 0");
+    options.fault_rank = static_cast<int>(*rank);
   }
   return std::nullopt;
 }
@@ -366,65 +274,92 @@ std::optional<std::string> apply_picture_file(const OptionArg& arg, ParsedCli& p
   return std::nullopt;
 }
 
-// The options of the form --name=value, by name.
-constexpr std::pair<const char*, OptionHandler> kOptionHandlers[] = {
-    {"model", apply_model},
-    {"model-file", apply_model_file},
-    {"variant", apply_variant},
-    {"pp", apply_parallel_size},
-    {"vpp", apply_parallel_size},
-    {"ep", apply_parallel_size},
-    {"dp", apply_parallel_size},
-    {"tp", apply_parallel_size},
-    {"first-stage-layers", apply_stage_layers},
-    {"last-stage-layers", apply_stage_layers},
-    {"pipeline-layout", apply_pipeline_layout},
-    {"offload", apply_offload},
-    {"offload-fraction", apply_offload_fraction},
-    {"bucket-size", apply_bucket_size},
-    {"precision-aware", apply_precision_aware},
-    {"device", apply_device},
-    {"seed", apply_seed},
-    {"steps", apply_steps},
-    {"scale", apply_scale},
-    {"memory-budget", apply_memory_budget},
-    {"processes", apply_processes},
-    {"collective-timeout", apply_timeout},
-    {"launch-timeout", apply_timeout},
-    {"fault", apply_fault},
-    {"svg", apply_picture_file},
-    {"html", apply_picture_file},
-};
+// A flag's handler: sets `CliOptions::*field`.
+template <bool CliOptions::*field>
+std::optional<std::string> set_cli_flag(const OptionArg&, ParsedCli& parsed) {
+  parsed.options.*field = true;
+  return std::nullopt;
+}
 
-// The flags: options without a value.
-constexpr std::pair<const char*, bool CliOptions::*> kFlags[] = {
-    {"--help", &CliOptions::help},
-    {"-h", &CliOptions::help},
-    {"--json", &CliOptions::json},
-    {"--stats", &CliOptions::stats},
-    {"--layout-only", &CliOptions::layout_only},
-    {"--heat", &CliOptions::heat},
-    {"--check-determinism", &CliOptions::check_determinism},
-    {"--multi-process", &CliOptions::multi_process},
-};
-
-// Applies one argument (a flag or --name=value) to `parsed`; the message when it is bad.
-std::optional<std::string> apply_argument(const std::string& arg, ParsedCli& parsed) {
-  for (const auto& [flag, field] : kFlags) {
-    if (arg == flag) {
-      parsed.options.*field = true;
-      return std::nullopt;
-    }
-  }
-  const size_t eq = arg.find('=');
-  if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
-    return "unknown argument '" + arg + "' (options take the form --name=value; see --help)";
-  }
-  const std::string name = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
-  for (const auto& [option, handler] : kOptionHandlers) {
-    if (name == option) return handler(OptionArg{name, value}, parsed);
-  }
-  return "unknown option '--" + name + "' (see --help)";
+// The options of shardcheck-sim, in the order of its usage text.
+const std::vector<Option<ParsedCli>>& sim_options() {
+  static const std::string model_help = join(inventory_names(), ", ") + " (dsv4-flash)";
+  static const std::vector<Option<ParsedCli>> options{
+      {"model", "NAME", model_help.c_str(), apply_model},
+      {"model-file", "FILE", "a model described in a JSON file (see models/README.md)",
+       apply_model_file},
+      {"variant", "A[,B...]",
+       "port variants (upstream,pr6982), or 'all'; a variant is\n"
+       "upstream plus changes: pr6982+F1, patched-F3, patched+pipelined",
+       apply_variant},
+      {"pp", "N", "parallel sizes (8, 3, 4, 4); ep divides dp", apply_parallel_size},
+      {"vpp", "N", nullptr, apply_parallel_size},
+      {"ep", "N", nullptr, apply_parallel_size},
+      {"dp", "N", nullptr, apply_parallel_size},
+      {"tp", "N",
+       "tensor-parallel size (1): shapes sharded as Megatron does;\n"
+       "TP rank 0 is simulated (every TP rank has its structure)",
+       apply_parallel_size},
+      {"pipeline-layout", "L|none",
+       "Megatron's pipeline layout (E, t, m, L; '|' between the\n"
+       "pp * vpp stages); the model's own when it has pp * vpp\n"
+       "stages, else Megatron's even split",
+       apply_pipeline_layout},
+      {"first-stage-layers", "N",
+       "uneven split (Megatron's\nnum_layers_in_first/last_pipeline_stage)", apply_stage_layers},
+      {"last-stage-layers", "N", nullptr, apply_stage_layers},
+      {"offload", "on|off", "CPU offload through HybridDeviceOptimizer (on)", apply_offload},
+      {"offload-fraction", "F", "fraction in [0, 1] (1.0)", apply_offload_fraction},
+      {"bucket-size", "N|none",
+       "DDP bucket size in elements; as in Megatron's training\n"
+       "loop, only stage 0's first model chunk is bucketed (none)",
+       apply_bucket_size},
+      {"precision-aware", "on|off", "precision-aware optimizer (on)", apply_precision_aware},
+      {"device", "auto|cpu|cuda", "accelerator for the port (auto)", apply_device},
+      {"seed", "N|HASH", "decimal seed or 40-hex commit hash (0)", apply_seed},
+      {"scale", "N",
+       "divide every dimension by N, keeping each parameter\n"
+       "(64 with tensors, 1 with --layout-only)",
+       apply_scale},
+      {"steps", "N", "optimizer steps per rank, compared with the reference (3)", apply_steps},
+      {"layout-only", nullptr,
+       "the reference model only, no tensors: full sizes in seconds,\noutcomes predicted",
+       set_cli_flag<&CliOptions::layout_only>},
+      {"memory-budget", "BYTES",
+       "tensor mode refuses a world whose largest rank would hold\n"
+       "more tensor bytes (8GiB, 512MiB; half the physical memory)",
+       apply_memory_budget},
+      {"check-determinism", nullptr,
+       "run twice; fail unless the digests of all final states match",
+       set_cli_flag<&CliOptions::check_determinism>},
+      {"json", nullptr, "JSON instead of a table", set_cli_flag<&CliOptions::json>},
+      {"stats", nullptr, "also print wall time, CPU time and peak resident memory",
+       set_cli_flag<&CliOptions::stats>},
+      {"svg", "FILE",
+       "also draw the world as SVG: buffers, buckets, parameters by\n"
+       "dtype, rank shards, offload placement, failing ranks",
+       apply_picture_file},
+      {"html", "FILE", "also write an HTML report: the picture and the tables",
+       apply_picture_file},
+      {"heat", nullptr,
+       "the pictures add each piece's difference from the\n"
+       "reference after the steps as a heat strip (tensor mode)",
+       set_cli_flag<&CliOptions::heat>},
+      {"processes", "N", "start N = pp * dp ranks of this program on 127.0.0.1", apply_processes,
+       "Multi-process mode (one process per rank over c10d Gloo; DP x PP, EP, one variant):"},
+      {"multi-process", nullptr,
+       "be one rank: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT\n"
+       "from the environment (torchrun, Slurm)",
+       set_cli_flag<&CliOptions::multi_process>},
+      {"collective-timeout", "S", "collective and rendezvous timeout in seconds (60)",
+       apply_timeout},
+      {"launch-timeout", "S", "--processes stops the world after S seconds (600)", apply_timeout},
+      {"fault", "KIND[@RANK]",
+       "perturbation to test the checks: drop-grads, stall, exit,\n"
+       "die (SIGKILL mid-step), skip-all-gather",
+       apply_fault},
+  };
+  return options;
 }
 
 // The message when the options exclude or need each other, else nothing.
@@ -455,19 +390,21 @@ std::optional<std::string> check_option_combinations(const ParsedCli& parsed) {
 
 }  // namespace
 
+std::string cli_usage() {
+  return "usage: shardcheck-sim [options]\n"
+         "Builds every rank of a parallel world with the LibTorch port of Megatron-Core's\n"
+         "DistributedOptimizer (and HybridDeviceOptimizer when offloading), once per variant,\n"
+         "and prints one row per rank. With no options: the seed scenario.\n" +
+         option_help(texts_of(sim_options()), {25, '='}) +
+         "Options taking a value also accept it as the next argument (--dp 2).\n";
+}
+
 std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args) {
   ParsedCli parsed;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    // "--name value" means "--name=value" for the options that take a value.
-    if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos &&
-        kValueOptions.count(arg.substr(2))) {
-      if (i + 1 == args.size()) return arg + " needs a value (" + arg + "=VALUE; see --help)";
-      arg += "=" + args[++i];
-    }
-    if (auto why = apply_argument(arg, parsed)) return *why;
+  if (auto why = apply_args(args, sim_options(), parsed, parsed.options.help)) return *why;
+  if (!parsed.options.help) {
+    if (auto why = check_option_combinations(parsed)) return *why;
   }
-  if (auto why = check_option_combinations(parsed)) return *why;
   parsed.options.args = args;
   return std::move(parsed.options);
 }
