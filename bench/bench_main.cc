@@ -50,10 +50,7 @@ int main(int argc, char** argv) {
   sc::bench::register_property_benchmarks();
   // Google Benchmark reads only `--name=value`; the project's convention takes `--name value`.
   std::vector<std::string> args = sc::sim::joined_value_flags(
-      std::vector<std::string>(argv, argv + argc),
-      {"--benchmark_filter", "--benchmark_min_time", "--benchmark_repetitions",
-       "--benchmark_format", "--benchmark_out", "--benchmark_out_format", "--benchmark_color",
-       "--benchmark_time_unit", "--benchmark_context", "--benchmark_perf_counters", "--v"});
+      std::vector<std::string>(argv, argv + argc), sc::sim::kGoogleBenchmarkValueFlags);
   std::vector<char*> pointers;
   for (std::string& arg : args) pointers.push_back(arg.data());
   int count = static_cast<int>(pointers.size());

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -30,12 +31,6 @@ struct Outcome {
   double seconds = 0;
 };
 
-bool parse_u64(const std::string& s, uint64_t& out) {
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return false;
-  out = std::strtoull(s.c_str(), nullptr, 10);
-  return true;
-}
-
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -45,12 +40,41 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-constexpr const char* kUsage =
-    "usage: shardcheck-mutants [--only=NAME] [--max-success=N] [--seed=N] [--json]\n"
-    "  --only=NAME        one mutant (default: every mutant)\n"
-    "  --max-success=N    cases per property and mutant (200)\n"
-    "  --seed=N           RapidCheck's seed (1)\n"
-    "  --json             one JSON object instead of the table\n"
+// The options of one run.
+struct Options {
+  std::string only;
+  uint64_t max_success = 200, seed = 1;
+  bool json = false;
+};
+
+// --max-success=N, N above 0.
+std::optional<std::string> apply_max_success(const sc::sim::OptionArg& arg, Options& options) {
+  const auto n = sc::sim::parse_integer(arg.value, 1, INT32_MAX);
+  if (!n) return arg.bad("expected a number above 0");
+  options.max_success = static_cast<uint64_t>(*n);
+  return std::nullopt;
+}
+
+// --seed=N.
+std::optional<std::string> apply_seed(const sc::sim::OptionArg& arg, Options& options) {
+  const auto n = sc::sim::parse_unsigned(arg.value);
+  if (!n) return arg.bad("expected a number");
+  options.seed = *n;
+  return std::nullopt;
+}
+
+// The options of shardcheck-mutants, in the order of its usage text.
+const sc::sim::Option<Options> kOptions[] = {
+    {"only", "NAME", "one mutant (default: every mutant)", sc::sim::set_text<Options, &Options::only>},
+    {"max-success", "N", "cases per property and mutant (200)", apply_max_success},
+    {"seed", "N", "RapidCheck's seed (1)", apply_seed},
+    {"json", nullptr, "one JSON object instead of the table",
+     sc::sim::set_flag<Options, &Options::json>},
+};
+
+const std::string kUsage =
+    "usage: shardcheck-mutants [--only=NAME] [--max-success=N] [--seed=N] [--json]\n" +
+    sc::sim::option_help(sc::sim::texts_of(kOptions), {19, '='}) +
     "Options taking a value also accept it as the next argument (--only MEG-01).\n"
     "Exit status: 0 every mutant killed, 1 one survived, 2 bad arguments.\n";
 
@@ -58,13 +82,6 @@ int bad_input(const std::string& why) {
   std::cerr << "shardcheck-mutants: " << why << "\n" << kUsage;
   return sc::sim::kExitBadInput;
 }
-
-// The options of one run.
-struct Options {
-  std::string only;
-  uint64_t max_success = 200, seed = 1;
-  bool json = false;
-};
 
 // The variant properties in the order they are tried against `mutant`: those that name it among
 // their killers first (the kill is usually there), then the others in the registry's order.
@@ -147,24 +164,11 @@ void print_table(const std::vector<Outcome>& outcomes, size_t killed, double sco
 // The options of `args`, or the exit status when there is nothing to run (--help, bad input).
 std::variant<Options, int> parse(const std::vector<std::string>& args) {
   Options options;
-  auto split = sc::sim::split_args(args, {"only", "max-success", "seed"}, {"json"});
-  if (auto* why = std::get_if<std::string>(&split)) return bad_input(*why);
-  for (const sc::sim::Arg& a : std::get<std::vector<sc::sim::Arg>>(split)) {
-    if (a.name == "help") {
-      std::cout << kUsage;
-      return sc::sim::kExitOk;
-    } else if (a.name == "json") {
-      options.json = true;
-    } else if (a.name == "only") {
-      options.only = a.value;
-    } else if (a.name == "max-success" && parse_u64(a.value, options.max_success) &&
-               options.max_success > 0) {
-    } else if (a.name == "seed" && parse_u64(a.value, options.seed)) {
-    } else {
-      return bad_input(a.positional() ? "unexpected argument '" + a.value + "'"
-                                      : "--" + a.name + "=" + a.value + ": expected a number" +
-                                            (a.name == "max-success" ? " above 0" : ""));
-    }
+  bool help = false;
+  if (auto why = sc::sim::apply_args(args, kOptions, options, help)) return bad_input(*why);
+  if (help) {
+    std::cout << kUsage;
+    return sc::sim::kExitOk;
   }
   return options;
 }
@@ -179,7 +183,7 @@ int main(int argc, char** argv) {
   for (const auto& m : sc::sut::all_mutants()) {
     if (options.only.empty() || m.name == options.only) mutants.push_back(m);
   }
-  if (mutants.empty()) return bad_input("no mutant named '" + options.only + "'");
+  if (mutants.empty()) return bad_input("--only=" + options.only + ": no mutant of that name");
   std::vector<Outcome> outcomes;
   for (const auto& m : mutants) outcomes.push_back(kill(m, options));
   size_t killed = 0;

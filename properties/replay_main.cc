@@ -24,10 +24,36 @@
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: shardcheck-replay CASE.json [--variant=NAME] [--property=Suite.Name]\n"
-    "  --variant=NAME        a variant (upstream, pr6982+F1, patched, ...) or mutant (the file's)\n"
-    "  --property=NAME       the property to run on the case (the file's)\n"
+// The case file's path and the --variant and --property given (empty when not).
+struct Request {
+  std::string path;
+  std::optional<std::string> variant, property;
+};
+
+// The case file, the one positional argument.
+std::optional<std::string> apply_path(const sc::sim::OptionArg& arg, Request& request) {
+  if (!request.path.empty()) return "a second case file '" + arg.value + "'";
+  request.path = arg.value;
+  return std::nullopt;
+}
+
+// --variant=NAME, --property=NAME: checked once the case file is read (they default to its).
+std::optional<std::string> apply_name(const sc::sim::OptionArg& arg, Request& request) {
+  (arg.name == "variant" ? request.variant : request.property) = arg.value;
+  return std::nullopt;
+}
+
+// The options of shardcheck-replay, in the order of its usage text.
+const sc::sim::Option<Request> kOptions[] = {
+    {"", nullptr, nullptr, apply_path},
+    {"variant", "NAME", "a variant (upstream, pr6982+F1, patched, ...) or mutant (the file's)",
+     apply_name},
+    {"property", "NAME", "the property to run on the case (the file's)", apply_name},
+};
+
+const std::string kUsage =
+    "usage: shardcheck-replay CASE.json [--variant=NAME] [--property=Suite.Name]\n" +
+    sc::sim::option_help(sc::sim::texts_of(kOptions), {22, '='}) +
     "Options taking a value also accept it as the next argument (--variant upstream).\n"
     "Exit status: 0 the property holds, 1 it fails, 2 bad arguments, a malformed case file, or\n"
     "a case the system under test cannot run (real Megatron code: no distributed or gathered\n"
@@ -38,30 +64,14 @@ int usage(const std::string& why) {
   return sc::sim::kExitBadInput;
 }
 
-// The case file's path and the --variant and --property given (empty when not).
-struct Request {
-  std::string path;
-  std::optional<std::string> variant, property;
-};
-
 // The request of `args`, or the exit status when there is nothing to replay.
 std::variant<Request, int> parse(const std::vector<std::string>& args) {
   Request request;
-  auto split = sc::sim::split_args(args, {"variant", "property"}, {});
-  if (auto* why = std::get_if<std::string>(&split)) return usage(*why);
-  for (const sc::sim::Arg& a : std::get<std::vector<sc::sim::Arg>>(split)) {
-    if (a.name == "help") {
-      std::cout << kUsage;
-      return sc::sim::kExitOk;
-    } else if (a.name == "variant") {
-      request.variant = a.value;
-    } else if (a.name == "property") {
-      request.property = a.value;
-    } else if (request.path.empty()) {
-      request.path = a.value;
-    } else {
-      return usage("a second case file '" + a.value + "'");
-    }
+  bool help = false;
+  if (auto why = sc::sim::apply_args(args, kOptions, request, help)) return usage(*why);
+  if (help) {
+    std::cout << kUsage;
+    return sc::sim::kExitOk;
   }
   if (request.path.empty()) return usage("no case file given");
   return request;

@@ -25,16 +25,36 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kUsage =
+struct Request {
+  std::string tree, name, commit, replay, only;
+  std::vector<std::string> patches;
+  bool json = false;
+};
+
+// --patch=NAME, repeatable.
+std::optional<std::string> apply_patch(const sc::sim::OptionArg& arg, Request& request) {
+  request.patches.push_back(arg.value);
+  return std::nullopt;
+}
+
+// The options of shardcheck-verify, in the order of its usage text.
+const sc::sim::Option<Request> kOptions[] = {
+    {"tree", "DIR", "a Megatron-LM tree (it holds megatron/core), run as the system under test",
+     sc::sim::set_text<Request, &Request::tree>},
+    {"json", nullptr, "one JSON object instead of the text report",
+     sc::sim::set_flag<Request, &Request::json>},
+    {"only", "NAME", "this property alone (Suite.Name)", sc::sim::set_text<Request, &Request::only>},
+    {"name", "TREE", "the tree's name in the report (DIR)", sc::sim::set_text<Request, &Request::name>},
+    {"commit", "C", "the tree's commit, for the report", sc::sim::set_text<Request, &Request::commit>},
+    {"patch", "NAME", "a patch applied to the tree, for the report (repeatable)", apply_patch},
+    {"replay", "CMD", "the command that replays a failure (RC_PARAMS=\"reproduce=...\" CMD)",
+     sc::sim::set_text<Request, &Request::replay>},
+};
+
+const std::string kUsage =
     "usage: shardcheck-verify --tree DIR [--json] [--only NAME] [--name TREE] [--commit C]\n"
-    "                         [--patch NAME]... [--replay COMMAND]\n"
-    "  --tree DIR       a Megatron-LM tree (it holds megatron/core), run as the system under test\n"
-    "  --json           one JSON object instead of the text report\n"
-    "  --only NAME      this property alone (Suite.Name)\n"
-    "  --name TREE      the tree's name in the report (DIR)\n"
-    "  --commit C       the tree's commit, for the report\n"
-    "  --patch NAME     a patch applied to the tree, for the report (repeatable)\n"
-    "  --replay CMD     the command that replays a failure (RC_PARAMS=\"reproduce=...\" CMD)\n"
+    "                         [--patch NAME]... [--replay COMMAND]\n" +
+    sc::sim::option_help(sc::sim::texts_of(kOptions), {17, ' '}) +
     "RC_PARAMS sets the cases and the seed. Exit status: 0 every property passes, 1 one fails,\n"
     "2 bad input or a tree the worker cannot serve.\n";
 
@@ -43,30 +63,13 @@ int usage(const std::string& why) {
   return sc::sim::kExitBadInput;
 }
 
-struct Request {
-  std::string tree, name, commit, replay, only;
-  std::vector<std::string> patches;
-  bool json = false;
-};
-
 std::variant<Request, int> parse(const std::vector<std::string>& args) {
   Request r;
-  auto split = sc::sim::split_args(args, {"tree", "name", "only", "commit", "patch", "replay"},
-                                   {"json"});
-  if (auto* why = std::get_if<std::string>(&split)) return usage(*why);
-  for (const sc::sim::Arg& a : std::get<std::vector<sc::sim::Arg>>(split)) {
-    if (a.name == "help") {
-      std::cout << kUsage;
-      return sc::sim::kExitOk;
-    }
-    if (a.positional()) return usage("unexpected argument '" + a.value + "'");
-    if (a.name == "tree") r.tree = a.value;
-    if (a.name == "name") r.name = a.value;
-    if (a.name == "only") r.only = a.value;
-    if (a.name == "commit") r.commit = a.value;
-    if (a.name == "patch") r.patches.push_back(a.value);
-    if (a.name == "replay") r.replay = a.value;
-    if (a.name == "json") r.json = true;
+  bool help = false;
+  if (auto why = sc::sim::apply_args(args, kOptions, r, help)) return usage(*why);
+  if (help) {
+    std::cout << kUsage;
+    return sc::sim::kExitOk;
   }
   if (r.tree.empty()) return usage("no --tree given");
   if (r.replay.empty()) r.replay = "shardcheck-verify --tree " + r.tree;
@@ -159,7 +162,7 @@ int main(int argc, char** argv) {
   try {
     sc::sim::MegatronWorker::of(*sc::props::megatron_tree()).hello();
   } catch (const sc::sim::MegatronUnavailable& e) {
-    std::cerr << "shardcheck-verify: " << r.tree << ": " << e.what() << "\n";
+    std::cerr << "shardcheck-verify: --tree " << r.tree << ": " << e.what() << "\n";
     return sc::sim::kExitBadInput;
   }
   std::vector<Outcome> outcomes;
