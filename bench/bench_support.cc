@@ -11,6 +11,7 @@
 #include <new>
 
 #include "sim/engines/adamw_kernel.h"
+#include "sim/engines/pieces.h"
 #include "sim/input/scenario.h"
 
 namespace sc::bench {
@@ -68,6 +69,20 @@ double run_adamw_traffic_once(float* p, const float* g, float* m, float* v, int6
   const auto t0 = std::chrono::steady_clock::now();
   at::parallel_for(0, n, engines::kAdamWParallelGrain, [&](int64_t lo, int64_t hi) {
     adamw_traffic_span(p + lo, g + lo, m + lo, v + lo, hi - lo);
+  });
+  return seconds_since(t0);
+}
+
+double run_adamw_traffic_once(const std::vector<AdamWStreams>& tensors) {
+  std::vector<int64_t> ends;
+  int64_t total = 0;
+  for (const AdamWStreams& t : tensors) ends.push_back(total += t.n);
+  const auto t0 = std::chrono::steady_clock::now();
+  at::parallel_for(0, total, engines::kAdamWParallelGrain, [&](int64_t begin, int64_t end) {
+    engines::for_each_piece(ends, begin, end, [&](size_t k, int64_t lo, int64_t hi) {
+      const AdamWStreams& t = tensors[k];
+      adamw_traffic_span(t.p + lo, t.g + lo, t.m + lo, t.v + lo, hi - lo);
+    });
   });
   return seconds_since(t0);
 }

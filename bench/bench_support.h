@@ -39,6 +39,19 @@ double run_triad_once(float* a, const float* b, const float* c, int64_t n, float
 // vector width of the fused host AdamW, and returns the seconds it took.
 double run_adamw_traffic_once(float* p, const float* g, float* m, float* v, int64_t n);
 
+// One tensor's four AdamW streams, for the limit measured over the same tensors as the rows.
+struct AdamWStreams {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+};
+// Runs AdamW's traffic once over every element of `tensors` as one run of elements, in tasks of
+// the fused host AdamW's grain that cross tensor boundaries as its pass does, on its threads and
+// vector width; returns the seconds it took.
+double run_adamw_traffic_once(const std::vector<AdamWStreams>& tensors);
+
 // Sets the counters of a benchmark that moved `bytes_per_iteration` in `seconds_per_iteration`:
 // its fraction of each limit and the limits themselves, all plain numbers (not rates).
 void set_limit_fractions(benchmark::State& state, double bytes_per_iteration,

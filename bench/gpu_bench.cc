@@ -1,8 +1,9 @@
 // GPU limits and the accelerator FusedAdam, compiled only where LibTorch has CUDA: pinned and
 // pageable H2D and D2H bandwidth (one direction, and both at once on two streams), device-to-
 // device copy bandwidth, and the port's multi-tensor FusedAdam kernel over 2^26 fp32 parameters
-// (28 B/param) as a fraction of the device copy bandwidth of the same run. Elsewhere the
-// benchmarks are not registered and the JSON's context says there is no accelerator.
+// (28 B/param) as a fraction of the device copy bandwidth of the same run. Without LibTorch's
+// CUDA the benchmarks are not registered; with it but without a device each row stops with
+// "no CUDA device", and the JSON's context says there is no accelerator.
 #include <chrono>
 
 #include "shardcheck/config.h"
@@ -24,6 +25,13 @@ namespace {
 constexpr int64_t kCopyBytes = int64_t{1} << 30;  // 1 GiB per copy
 std::atomic<double> g_d2d{0.0};
 
+// True, with the row marked skipped, where no CUDA device is present.
+bool no_device(benchmark::State& state) {
+  if (torch::cuda::is_available()) return false;
+  state.SkipWithError("no CUDA device: the GPU rows run on a machine with one (scripts/gpu-check)");
+  return true;
+}
+
 torch::Tensor host_buffer(bool pinned) {
   return torch::empty({kCopyBytes},
                       torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(pinned));
@@ -36,6 +44,7 @@ torch::Tensor device_buffer() {
 
 // direction: 0 H2D, 1 D2H, 2 both at once (two streams); range(1): pinned.
 void BM_Limit_HostDeviceCopy(benchmark::State& state) {
+  if (no_device(state)) return;
   const int direction = static_cast<int>(state.range(0));
   const bool pinned = state.range(1) != 0;
   torch::Tensor h1 = host_buffer(pinned), h2 = host_buffer(pinned);
@@ -62,6 +71,7 @@ BENCHMARK(BM_Limit_HostDeviceCopy)
     ->Unit(benchmark::kMillisecond);
 
 void BM_Limit_DeviceCopy(benchmark::State& state) {
+  if (no_device(state)) return;
   torch::Tensor a = device_buffer(), b = device_buffer();
   double best = 1e30;
   for (auto _ : state) {
@@ -79,6 +89,7 @@ void BM_Limit_DeviceCopy(benchmark::State& state) {
 BENCHMARK(BM_Limit_DeviceCopy)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_GpuFusedAdam(benchmark::State& state) {
+  if (no_device(state)) return;
   torch::NoGradGuard no_grad;
   const int64_t n = int64_t{1} << 26;
   std::vector<torch::Tensor> params;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "sim/engines/adamw_kernel.h"
+#include "sim/engines/pieces.h"
 #include "sim/port/optim_state.h"
 
 namespace sc::engines {
@@ -202,19 +203,11 @@ torch::Tensor FusedHostAdamW::step(LossClosure closure) {
     ends.push_back(total);
   }
   at::parallel_for(0, total, kAdamWParallelGrain, [&](int64_t begin, int64_t end) {
-    // The first item that holds element `begin`, then item by item to `end`.
-    size_t k = std::upper_bound(ends.begin(), ends.end(), begin) - ends.begin();
-    int64_t at = begin;
-    while (at < end && k < work.size()) {
+    for_each_piece(ends, begin, end, [&](size_t k, int64_t lo, int64_t hi) {
       const Work& w = work[k];
-      const int64_t start = ends[k] - w.n;
-      const int64_t lo = at - start;
-      const int64_t hi = std::min(end, ends[k]) - start;
       adamw_step_span(w.p + lo, w.g + lo, w.m + lo, w.v + lo, hi - lo, w.s,
                       w.n - w.n % *width - lo);
-      at = start + hi;
-      ++k;
-    }
+    });
   });
   return loss;
 }

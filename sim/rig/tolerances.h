@@ -8,6 +8,7 @@
 // cover only comparisons between different operation orders.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -74,6 +75,44 @@ inline double torch_kernels_fp32(double value, double lr_max, int steps) {
 // one ulp of the 16-bit type apart (`mantissa_bits`: 7 for bf16, 10 for fp16).
 inline double torch_kernels_16bit(double value, double lr_max, int steps, int mantissa_bits) {
   return torch_kernels_fp32(value, lr_max, steps) + std::ldexp(std::fabs(value), -mantissa_bits);
+}
+
+// DeepSpeed's DeepSpeedCPUAdam (AdamW mode, the benchmarks' peer) against the fp64 oracle
+// (model::adamw_step_fp64), one step from zero moments. DeepSpeed takes lr, the betas, eps and
+// the weight decay as fp32, forms 1 - beta by subtracting the fp32 beta from 1 in fp32 (its bias
+// corrections are fp32 running products of the fp32 betas), and multiplies by an fp32
+// 1 / sqrt(1 - beta2^t) where torch divides by the root. So against the exact one step:
+// (1) m = (1 - b1) g: the fp32 1 - b1 is off by gap(b1) relative (gap(b) = |1 - fp32(b) -
+//     (1 - b)| / (1 - b): 2.4e-7 for 0.9), and one rounding of that: gap(b1) + u (1 + gap),
+//     u = 2^-24 (on the test's input the largest difference is 0.99 of this bound);
+// (2) v = (1 - b2) g^2: gap(b2) (1.3e-5 for 0.999) and two roundings: gap(b2) + 2u (1 + gap)
+//     (0.9995 of it on the test's input);
+// (3) the update lr m_hat / (sqrt(v_hat) + eps): the two gaps cancel in m / (1 - b1), the root
+//     halves v's, so the update is off by gap(b2) / 2 plus at most 12 roundings along its path
+//     (m, g^2, v, the root, 1 - b2^t and its root and reciprocal, the product, + eps, the
+//     quotient, lr / bc1 and its product), 12u, of the update's size (0.86 of the bound on the
+//     test's input);
+// (4) the parameter: the decay p + (-lr wd) p and the final add round at |p|'s scale, 2u |p|
+//     (|p| the larger of the values before and after).
+inline double deepspeed_gap(double beta) {
+  return std::fabs((1.0 - static_cast<double>(static_cast<float>(beta))) - (1.0 - beta)) /
+         (1.0 - beta);
+}
+// k roundings of a value that is itself off by `gap`: each at most u of the rounded value.
+inline double deepspeed_rounded(double gap, int k) {
+  const double u = std::ldexp(1.0, -24);
+  return gap + k * u * (1 + gap) * (1 + u);
+}
+inline double deepspeed_one_step_exp_avg(double exact, double beta1) {
+  return std::fabs(exact) * deepspeed_rounded(deepspeed_gap(beta1), 1);
+}
+inline double deepspeed_one_step_exp_avg_sq(double exact, double beta2) {
+  return std::fabs(exact) * deepspeed_rounded(deepspeed_gap(beta2), 2);
+}
+inline double deepspeed_one_step_param(double p_before, double p_exact, double update_exact,
+                                       double beta2) {
+  return std::fabs(update_exact) * (deepspeed_gap(beta2) / 2 + std::ldexp(12.0, -24)) +
+         std::ldexp(2.0, -24) * std::max(std::fabs(p_before), std::fabs(p_exact));
 }
 
 // The global grad norm on Megatron's path without Transformer Engine and Apex
