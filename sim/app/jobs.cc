@@ -99,7 +99,12 @@ std::optional<std::string> memory_budget_refusal(const CliOptions& options,
 }
 
 std::variant<ModelInventory, std::string> load_model(const CliOptions& options, int64_t scale) {
-  if (!options.model_file.empty()) return load_inventory_file(options.model_file, scale);
+  if (!options.model_file.empty()) {
+    auto model = load_inventory_file(options.model_file, scale);
+    // Its messages begin with the file's name: "--model-file=FILE: why", as for every option.
+    if (auto* why = std::get_if<std::string>(&model)) *why = "--model-file=" + *why;
+    return model;
+  }
   if (auto model = builtin_model(options.model, scale)) return std::move(*model);
   return "unknown model '" + options.model + "'";
 }

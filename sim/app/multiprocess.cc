@@ -841,17 +841,7 @@ namespace {
 // The ranks' arguments: this run's less the launcher's own (--name=value or --name value), and
 // --multi-process.
 std::vector<std::string> rank_args(const std::vector<std::string>& args) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--processes" || a == "--launch-timeout") {
-      ++i;
-      continue;
-    }
-    if (a.rfind("--processes=", 0) != 0 && a.rfind("--launch-timeout=", 0) != 0) {
-      out.push_back(a);
-    }
-  }
+  std::vector<std::string> out = cli_args_without(args, {"processes", "launch-timeout"});
   out.push_back("--multi-process");
   return out;
 }

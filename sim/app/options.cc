@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <iomanip>
 #include <cmath>
@@ -407,6 +408,22 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
   }
   parsed.options.args = args;
   return std::move(parsed.options);
+}
+
+std::vector<std::string> cli_args_without(const std::vector<std::string>& args,
+                                          const std::set<std::string>& names) {
+  const auto split = split_args(args, texts_of(sim_options()));
+  std::vector<std::string> out;
+  if (!std::holds_alternative<std::vector<Arg>>(split)) return out;
+  for (const Arg& a : std::get<std::vector<Arg>>(split)) {
+    if (names.count(a.name)) continue;
+    const auto& options = sim_options();
+    const auto entry = std::find_if(options.begin(), options.end(),
+                                    [&](const auto& o) { return a.name == o.name; });
+    const bool valued = entry != options.end() && entry->placeholder;
+    out.push_back("--" + a.name + (valued ? "=" + a.value : ""));
+  }
+  return out;
 }
 
 std::string format_bytes(int64_t bytes) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -56,6 +57,10 @@ struct CliOptions {
 std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args);
 // The usage text.
 std::string cli_usage();
+// `args`, a command line parse_cli accepts, without the options in `names` (no dashes; each with
+// its value, in either form), every other option as `--name=value` or `--name`.
+std::vector<std::string> cli_args_without(const std::vector<std::string>& args,
+                                          const std::set<std::string>& names);
 // A byte count such as 1048576, 512MiB, 8GiB or 1.5GB (KiB, MiB, GiB, TiB binary; KB, MB, GB, TB
 // decimal; B or no suffix: bytes); nullopt unless it is a positive count below 2^62.
 std::optional<int64_t> parse_byte_size(const std::string& text);
