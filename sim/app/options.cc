@@ -282,10 +282,10 @@ std::optional<std::string> set_cli_flag(const OptionArg&, ParsedCli& parsed) {
   return std::nullopt;
 }
 
-// The options of shardcheck-sim, in the order of its usage text.
-const std::vector<Option<ParsedCli>>& sim_options() {
-  static const std::string model_help = join(inventory_names(), ", ") + " (dsv4-flash)";
-  static const std::vector<Option<ParsedCli>> options{
+// The options that choose the model, the world, the variants and the run, with `model_help`
+// the --model help line.
+std::vector<Option<ParsedCli>> model_and_world_options(const std::string& model_help) {
+  return {
       {"model", "NAME", model_help.c_str(), apply_model},
       {"model-file", "FILE", "a model described in a JSON file (see models/README.md)",
        apply_model_file},
@@ -323,6 +323,12 @@ const std::vector<Option<ParsedCli>>& sim_options() {
        "(64 with tensors, 1 with --layout-only)",
        apply_scale},
       {"steps", "N", "optimizer steps per rank, compared with the reference (3)", apply_steps},
+  };
+}
+
+// The options from --layout-only on: the mode, the checks, the outputs, the multi-process mode.
+std::vector<Option<ParsedCli>> output_and_process_options() {
+  return {
       {"layout-only", nullptr,
        "the reference model only, no tensors: full sizes in seconds,\noutcomes predicted",
        set_cli_flag<&CliOptions::layout_only>},
@@ -360,6 +366,16 @@ const std::vector<Option<ParsedCli>>& sim_options() {
        "die (SIGKILL mid-step), skip-all-gather",
        apply_fault},
   };
+}
+
+// The options of shardcheck-sim, in the order of its usage text.
+const std::vector<Option<ParsedCli>>& sim_options() {
+  static const std::string model_help = join(inventory_names(), ", ") + " (dsv4-flash)";
+  static const std::vector<Option<ParsedCli>> options = [] {
+    std::vector<Option<ParsedCli>> all = model_and_world_options(model_help);
+    for (const auto& option : output_and_process_options()) all.push_back(option);
+    return all;
+  }();
   return options;
 }
 
