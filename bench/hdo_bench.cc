@@ -7,7 +7,11 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
 
 #include "bench_support.h"
 #include "sim/engines/engines.h"
@@ -15,10 +19,19 @@
 #include "sim/port/hybrid_optimizer.h"
 #include "sim/port/tensor_attrs.h"
 #include "sim/port/torch_pch.h"
+#include "sim/rig/megatron_rank.h"
 
 namespace {
 
 using sc::bench::kAdamWBytesPerParam;
+
+// The last component of a path: the tree's name, never the machine's path to it.
+std::string fs_name(const std::string& path) {
+  const auto slash = path.find_last_of('/', path.size() > 1 ? path.size() - 2 : 0);
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (!name.empty() && name.back() == '/') name.pop_back();
+  return name;
+}
 
 // Parameters per HDO: 2^23 in the realistic shard's mixed sizes.
 constexpr int64_t kHdoParams = int64_t{1} << 23;
@@ -102,6 +115,93 @@ BENCHMARK(BM_HdoStep)
     ->ArgsProduct({{0, 25, 50, 75, 100}, {0, 1}, {0, 1}, {0, 1, 2}})
     ->MinTime(0.3)
     ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Megatron's own hybrid-optimizer step: a rank of the tree SC_MEGATRON_TREE (scripts/bench
+// unpacks the seed's snapshot with the seed fix) built by Megatron's factory through the worker,
+// over the same 2^23 parameters of the shard as BM_HdoStep, fp32, DP 1, no Transformer Engine
+// (torch.optim.AdamW on both sides, fused=True on the host as the factory sets it), with and
+// without overlap_cpu_optimizer_d2h_h2d (with it, one host AdamW per parameter);
+// one step makes the state, then kMegatronSteps timed steps (the worker times each call:
+// the DistributedOptimizer's step, the HybridDeviceOptimizer's step within it, its host
+// sub-optimizers' steps). Its row is the median HDO step; host_frac_of_adamw_limit is the host
+// part's 28 B per host parameter over the median host time, against the run's AdamW limit.
+constexpr int kMegatronSteps = 10;
+
+sc::model::CaseSpec megatron_shard_case(double fraction, bool overlap) {
+  sc::model::CaseSpec spec;
+  int k = 0;
+  for (int64_t n : sc::bench::realistic_shard_sizes(kHdoParams)) {
+    spec.params.push_back({"shard." + std::to_string(k++), {n}, sc::model::DType::kFloat32});
+  }
+  spec.cpu_offload = true;
+  spec.offload_fraction = fraction;
+  spec.transformer_engine = false;
+  spec.overlap_cpu_optimizer_d2h_h2d = overlap;
+  return spec;
+}
+
+// fp32 values U(-bound, bound) for every parameter of `spec`, from a fixed seed.
+sc::sim::ParamValues uniform_values(const sc::model::CaseSpec& spec, float bound) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-bound, bound);
+  sc::sim::ParamValues out;
+  for (const auto& p : spec.params) {
+    out.emplace_back(p.numel());
+    for (float& x : out.back()) x = u(rng);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+void BM_MegatronHdoStep(benchmark::State& state) {
+  const char* tree = std::getenv("SC_MEGATRON_TREE");
+  if (tree == nullptr || *tree == '\0') {
+    state.SkipWithError("SC_MEGATRON_TREE is not set: scripts/bench unpacks the seed's snapshot");
+    return;
+  }
+  const auto spec =
+      megatron_shard_case(static_cast<double>(state.range(0)) / 100.0, state.range(1) != 0);
+  sc::sim::MegatronStepTimes times;
+  try {
+    auto rank = sc::sim::make_megatron_rank({tree, false}, spec, sc::model::Instance::kDense, 0,
+                                            uniform_values(spec, 1.0f));
+    if (rank->construction().error) throw std::runtime_error(*rank->construction().error);
+    rank->step({uniform_values(spec, 1e-2f), {sc::model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.01}}});
+    times = sc::sim::time_megatron_steps(*rank, kMegatronSteps);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) state.SetIterationTime(median(times.hdo));
+  const double host = median(times.host);
+  state.counters["step_ms"] = median(times.step) * 1e3;
+  state.counters["hdo_ms"] = median(times.hdo) * 1e3;
+  state.counters["host_ms"] = host * 1e3;
+  state.counters["host_params"] = static_cast<double>(times.host_params);
+  state.counters["adamw_limit_GBps"] = sc::bench::host_adamw_traffic_bytes_per_second() / 1e9;
+  state.counters["host_frac_of_adamw_limit"] =
+      host > 0 ? kAdamWBytesPerParam * static_cast<double>(times.host_params) / host /
+                     sc::bench::host_adamw_traffic_bytes_per_second()
+               : 0.0;
+  state.counters["frac_of_adamw_limit"] = kAdamWBytesPerParam * static_cast<double>(kHdoParams) /
+                                          median(times.hdo) /
+                                          sc::bench::host_adamw_traffic_bytes_per_second();
+  state.counters["host_optimizers"] = static_cast<double>(times.host_optimizers);
+  state.counters["loadavg_1m"] = sc::bench::load_average_1m();
+  state.SetLabel(std::string("megatron ") + fs_name(tree) +
+                 " HybridDeviceOptimizer, torch.optim.AdamW(fused=True) on the host, "
+                 "device=cpu-tensors (no GPU: the accelerator side is CPU tensors)");
+}
+BENCHMARK(BM_MegatronHdoStep)
+    ->ArgNames({"fraction_pct", "overlap"})
+    ->ArgsProduct({{0, 25, 50, 75, 100}, {0, 1}})
+    ->Iterations(1)
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+import time
 import traceback
 import warnings
 
@@ -107,6 +108,52 @@ class Worker:
         rank.stats_group.begin_step(grads,
                                     scaler.inv_scale.clone() if scaler is not None else None)
         rank.last_step = rank.dist.step()
+
+    def op_time_steps(self, request):
+        """Times `steps` more steps of the rank's DistributedOptimizer with the main grads of its
+        last step (for the benchmarks): each whole step and, where the inner optimizer is the
+        HybridDeviceOptimizer, its own step within it and the steps of its host sub-optimizers
+        (time.perf_counter around each call only). The host sub-optimizers' parameter count
+        and the number of host sub-optimizers come with them."""
+        rank = self.rank(request)
+        rank.require_constructed()
+        hdo = rank.hdo()
+        timed = {"hdo": [], "host": []}
+        wrapped = []
+
+        def wrap(optimizer, key):
+            original = optimizer.step
+
+            def step(*args, **kwargs):
+                t0 = time.perf_counter()
+                out = original(*args, **kwargs)
+                timed[key].append(time.perf_counter() - t0)
+                return out
+            optimizer.step = step
+            wrapped.append(optimizer)
+
+        host = []
+        if hdo is not None:
+            wrap(hdo, "hdo")
+            host = list(hdo.cpu_optimizers)
+            for optimizer in host:
+                wrap(optimizer, "host")
+        seconds = []
+        try:
+            for _ in range(int(request["steps"])):
+                t0 = time.perf_counter()
+                rank.dist.step()
+                seconds.append(time.perf_counter() - t0)
+        finally:
+            for optimizer in wrapped:
+                del optimizer.step  # the class's own step again
+        per_step = max(1, len(host))
+        return {"step_seconds": seconds, "hdo_seconds": timed["hdo"],
+                "host_seconds": [sum(timed["host"][k:k + per_step])
+                                 for k in range(0, len(timed["host"]), per_step)],
+                "host_params": sum(p.numel() for o in host for g in o.param_groups
+                                   for p in g["params"]),
+                "host_optimizers": len(host)}
 
     def op_use_grad_stats(self, request):
         """The config's `clip_grad` and `log_num_zeros_in_grad`, set after construction (the

@@ -293,6 +293,15 @@ class MegatronRank final : public RankUnderTest {
   }
   std::vector<std::string> pageable_copies() const override { not_served("pageable_copies"); }
 
+  MegatronStepTimes time_steps(int steps) {
+    const json r = worker_->request({{"op", "time_steps"}, {"handle", handle_}, {"steps", steps}});
+    observed_.reset();
+    return {r.at("step_seconds").get<std::vector<double>>(),
+            r.at("hdo_seconds").get<std::vector<double>>(),
+            r.at("host_seconds").get<std::vector<double>>(), r.at("host_params").get<int64_t>(),
+            r.at("host_optimizers").get<int64_t>()};
+  }
+
  private:
   // A request about this rank; what was observed before is stale after it.
   void send(json request) {
@@ -345,6 +354,12 @@ json case_request(const model::CaseSpec& spec) {
           {"offload_fraction", spec.offload_fraction},
           {"overlap_cpu_optimizer_d2h_h2d", spec.overlap_cpu_optimizer_d2h_h2d},
           {"transformer_engine", spec.transformer_engine}};
+}
+
+MegatronStepTimes time_megatron_steps(RankUnderTest& rank, int steps) {
+  auto* megatron = dynamic_cast<MegatronRank*>(&rank);
+  if (megatron == nullptr) throw std::invalid_argument("not a rank of the megatron target");
+  return megatron->time_steps(steps);
 }
 
 std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,

@@ -31,6 +31,17 @@ std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                                   const std::vector<std::vector<float>>& initial,
                                                   bool check_stream_order = false);
 
+// Seconds of `steps` more DistributedOptimizer steps of a rank that make_megatron_rank built,
+// with the main grads of its last step (the benchmarks): each whole step, the
+// HybridDeviceOptimizer's own step within it and its host sub-optimizers' steps (empty without
+// the hybrid optimizer), and how many parameters those host sub-optimizers hold. Throws
+// std::invalid_argument for a rank of another system under test.
+struct MegatronStepTimes {
+  std::vector<double> step, hdo, host;
+  int64_t host_params = 0, host_optimizers = 0;
+};
+MegatronStepTimes time_megatron_steps(RankUnderTest& rank, int steps);
+
 // The build request's "case" object (docs/megatron-worker.md).
 nlohmann::json case_request(const model::CaseSpec& spec);
 
