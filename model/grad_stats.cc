@@ -73,6 +73,7 @@ GradNormShape grad_norm_shape(const CaseSpec& spec, Instance instance) {
     const DType d = main_grad_dtype(spec, p);
     shape.has_fp16 = shape.has_fp16 || d == DType::kFloat16;
     if (mantissa_bits(d) < mantissa_bits(shape.dtype)) shape.dtype = d;
+    shape.min_subnormal = std::max(shape.min_subnormal, min_subnormal(d));
   }
   return shape;
 }

@@ -40,6 +40,10 @@ struct GradNormShape {
   int64_t elements = 0;
   DType dtype = DType::kFloat32;
   bool has_fp16 = false;
+  // The largest smallest-subnormal among the main grads' dtypes: each tensor's norm is rounded
+  // to its own grad's dtype, so an fp16 grad beside a bf16 one rounds at fp16's spacing (2^-24)
+  // although bf16 has the fewer mantissa bits.
+  double min_subnormal = 0;
 };
 GradNormShape grad_norm_shape(const CaseSpec& spec, Instance instance);
 

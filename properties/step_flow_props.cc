@@ -138,13 +138,7 @@ bool check_grad_norm(const model::CaseSpec& spec, const model::RankPlan& plan, i
   terms.elements = shape.elements;
   terms.ranks = model::instance_dp(spec, plan.instance);
   terms.grad_mantissa_bits = model::mantissa_bits(shape.dtype);
-  // s_d: the largest smallest-subnormal among the main grads' dtypes (fp16's, 2^-24, where any
-  // is fp16), not that of the dtype with the fewest mantissa bits: a bf16 and an fp16 grad
-  // together round the fp16 tensor's norm to fp16's subnormal spacing.
-  terms.grad_min_subnormal =
-      shape.has_fp16 ? std::max(model::min_subnormal(shape.dtype),
-                                model::min_subnormal(model::DType::kFloat16))
-                     : model::min_subnormal(shape.dtype);
+  terms.grad_min_subnormal = shape.min_subnormal;
   const double tol = tol::grad_norm(exact, terms);
   if (std::isinf(got) ? norm_may_overflow(spec, plan.instance, in, exact, tol)
                       : std::fabs(got - exact) <= tol) {

@@ -134,5 +134,33 @@ TEST(GradStats, OnTheHostA16BitGradIsClippedByTheCoefficientAsAnFp32) {
   EXPECT_EQ(model::main_grad(spec, p, 0.625f, in), 0.00066375732421875f);
 }
 
+// Regression: StepFlow.ClippingAndZeroCountEqualTheModel failed on a precision-aware case with a
+// bf16[1] and an fp16[5] decoupled grad at DP 2: the reported norm 1.430511474609375e-06
+// against the exact 1.457574279384313e-06 (2.7e-8 apart, half fp16's subnormal spacing) was
+// outside a bound that took bf16's subnormal (the dtype of the fewest mantissa bits) for every
+// rounded norm. The shape now carries the largest subnormal among the grads' dtypes.
+TEST(GradStats, AnFp16GradBesideABf16OneBoundsTheNormAtFp16sSubnormalSpacing) {
+  model::CaseSpec spec;
+  spec.params = {{"p0", {1}, model::DType::kBFloat16}, {"p1", {5}, model::DType::kFloat16}};
+  spec.dp = 2;
+  spec.bucket_size = 1;
+  spec.precision_aware = true;
+  spec.cpu_offload = true;
+  const model::GradNormShape shape = model::grad_norm_shape(spec, model::Instance::kDense);
+  EXPECT_EQ(shape.dtype, model::DType::kBFloat16);
+  EXPECT_EQ(shape.min_subnormal, std::ldexp(1.0, -24));
+  tol::GradNormTerms terms;
+  terms.largest = shape.largest;
+  terms.tensors = shape.tensors;
+  terms.elements = shape.elements;
+  terms.ranks = spec.dp;
+  terms.grad_mantissa_bits = model::mantissa_bits(shape.dtype);
+  const double got = 1.430511474609375e-06, exact = 1.457574279384313e-06;
+  terms.grad_min_subnormal = model::min_subnormal(shape.dtype);  // the old bound: too tight
+  EXPECT_GT(std::fabs(got - exact), tol::grad_norm(exact, terms));
+  terms.grad_min_subnormal = shape.min_subnormal;
+  EXPECT_LE(std::fabs(got - exact), tol::grad_norm(exact, terms));
+}
+
 }  // namespace
 }  // namespace sc
