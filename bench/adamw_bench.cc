@@ -263,15 +263,6 @@ struct LimitTensors {
   double sample() const { return sc::bench::run_adamw_traffic_once(streams); }
 };
 
-struct Stats {
-  double median, best, spread;
-};
-Stats stats(std::vector<double> seconds) {
-  std::sort(seconds.begin(), seconds.end());
-  const double best = seconds.front(), median = seconds[seconds.size() / 2];
-  return {median, best, median / best};
-}
-
 // One attempt: a fresh row, then kSamples times a pass of the limit and a step of the row, and
 // a last pass of the limit, so that the limit sees the machine as the row does.
 struct Attempt {
@@ -292,7 +283,8 @@ Attempt attempt(const RowFactory& make_row, const std::vector<int64_t>& sizes) {
 
 void set_row_counters(benchmark::State& state, const Attempt& a, int attempts, int64_t total,
                       size_t tensors) {
-  const Stats row = stats(a.steps), limit = stats(a.limit);
+  const auto row = sc::bench::sample_stats(a.steps);
+  const auto limit = sc::bench::sample_stats(a.limit);
   const double bytes = kAdamWBytesPerParam * static_cast<double>(total);
   state.counters["median_ms"] = row.median * 1e3;
   state.counters["best_ms"] = row.best * 1e3;
@@ -316,12 +308,13 @@ void run_row(benchmark::State& state, bool shard, const RowFactory& make_row) {
     try {
       Attempt kept = attempt(make_row, sizes);
       int attempts = 1;
-      while (stats(kept.steps).spread > kMaxRowSpread && attempts < kAttempts) {
+      const auto spread = [](const Attempt& a) { return sc::bench::sample_stats(a.steps).spread; };
+      while (spread(kept) > kMaxRowSpread && attempts < kAttempts) {
         Attempt again = attempt(make_row, sizes);
         ++attempts;
-        if (stats(again.steps).spread < stats(kept.steps).spread) kept = std::move(again);
+        if (spread(again) < spread(kept)) kept = std::move(again);
       }
-      state.SetIterationTime(stats(kept.steps).median);
+      state.SetIterationTime(sc::bench::sample_stats(kept.steps).median);
       set_row_counters(state, kept, attempts, total, sizes.size());
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());

@@ -128,12 +128,18 @@ double load_average_1m() {
   return in >> one ? one : -1;
 }
 
-void set_limit_counters(benchmark::State& state, std::vector<double> seconds,
-                        double bytes_per_iteration) {
+SampleStats sample_stats(std::vector<double> seconds) {
+  if (seconds.empty()) return {};
   std::sort(seconds.begin(), seconds.end());
   const double best = seconds.front(), median = seconds[seconds.size() / 2];
-  state.counters["best_GBps"] = bytes_per_iteration / best / 1e9;
-  state.counters["spread"] = median / best;
+  return {median, best, median / best};
+}
+
+void set_limit_counters(benchmark::State& state, std::vector<double> seconds,
+                        double bytes_per_iteration) {
+  const SampleStats s = sample_stats(std::move(seconds));
+  state.counters["best_GBps"] = bytes_per_iteration / s.best / 1e9;
+  state.counters["spread"] = s.spread;
   state.counters["loadavg_1m"] = load_average_1m();
   state.counters["threads"] = at::get_num_threads();
 }

@@ -63,6 +63,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0);
 // The one-minute load average of the machine (/proc/loadavg), or -1 where it cannot be read.
 double load_average_1m();
 
+// Seconds of repeated runs summarised: the median, the best (least) and their ratio (median over
+// best: 1.00 on a quiet machine). Empty input: zeros.
+struct SampleStats {
+  double median = 0, best = 0, spread = 0;
+};
+SampleStats sample_stats(std::vector<double> seconds);
+
 // The counters of a limit's row from the seconds of each of its iterations: the best
 // iteration's bandwidth, the median over the best (1.00 on a quiet machine) and the load.
 void set_limit_counters(benchmark::State& state, std::vector<double> seconds,

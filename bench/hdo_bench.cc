@@ -153,10 +153,7 @@ sc::sim::ParamValues uniform_values(const sc::model::CaseSpec& spec, float bound
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+double median(std::vector<double> v) { return sc::bench::sample_stats(std::move(v)).median; }
 
 void BM_MegatronHdoStep(benchmark::State& state) {
   const char* tree = std::getenv("SC_MEGATRON_TREE");
