@@ -139,7 +139,9 @@ inline double deepspeed_one_step_param(double p_before, double p_exact, double u
 struct GradNormTerms {
   int64_t largest = 0, tensors = 0, elements = 0, ranks = 1;
   int grad_mantissa_bits = 23;        // the main grads' dtype (the fewest bits among them)
-  double grad_min_subnormal = 0;      // s_d
+  // s_d: the largest smallest-subnormal among the main grads' dtypes (each tensor's norm is
+  // rounded to its own grad's dtype: fp16's 2^-24 wherever one grad is fp16)
+  double grad_min_subnormal = 0;
 };
 
 inline double grad_norm(double exact, const GradNormTerms& t) {
