@@ -14,7 +14,7 @@
 // that made the state and a warm one); its fraction is its rate at that median over the best
 // of its limit's passes. An attempt whose steps spread more than kMaxRowSpread
 // (median over best) is run again, up to kAttempts, and the one with the least spread is kept.
-#include <ATen/Parallel.h>
+#include "sim/engines/parallel.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
 #include "bench_support.h"
 
-#include <ATen/Parallel.h>
+#include "sim/engines/parallel.h"
 
 #include <algorithm>
 #include <atomic>

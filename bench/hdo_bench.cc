@@ -4,7 +4,7 @@
 // host, sut::TorchAdamW; sut::fully_patched()), the faster offload path (hdo-fused-host-adamw: the fused host
 // AdamW) and the pipelined offload (hdo-pipelined: chunks through staging buffers), side by side.
 // Without a GPU the accelerator side is CPU tensors: the label says so.
-#include <ATen/Parallel.h>
+#include "sim/engines/parallel.h"
 #include <torch/cuda.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The limits every other figure is divided by, measured in the same run (this file's
 // benchmarks are registered first, so they run first). The best iteration of each is the limit;
 // its `spread` (median over best) and the load average say whether the run is fit to quote.
-#include <ATen/Parallel.h>
+#include "sim/engines/parallel.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -4,15 +4,17 @@
 // and the step count, over mixed tensor sizes (empty ones, sizes that are not a multiple of any
 // vector width, tensors larger than one parallel task), groups with and without weight decay,
 // parameters without a grad, hyper-parameters changed between steps, and the fallback path.
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "sim/engines/adamw_kernel.h"
 #include "sim/engines/engines.h"
 #include "sim/port/behaviour.h"
 #include "sim/engines/fused_host_adamw.h"
+#include "sim/engines/parallel.h"
 #include "sim/port/hybrid_optimizer.h"
 #include "sim/port/tensor_attrs.h"
 #include "sim/port/torch_pch.h"
@@ -161,6 +163,24 @@ TEST(FusedHostAdamW, EveryThreadCountGivesTheSameBits) {
     EXPECT_TRUE(bit_equal(results[0][i], results[1][i])) << "parameter " << i;
     EXPECT_TRUE(bit_equal(results[0][i], results[2][i])) << "parameter " << i;
   }
+}
+
+// The pass above, and the benchmarks' limits, split over LibTorch's intra-op threads through
+// ATen's parallel_for, which compiles to a serial loop in a file built without OpenMP (as every
+// file was with the torch 2.11 wheel until the build passed OpenMP on): with two threads asked
+// for, two must do the work, or the thread-count test above compares one thread with itself.
+TEST(FusedHostAdamW, ParallelForRunsOnTheThreadsAskedFor) {
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  std::mutex mu;
+  std::set<int> seen;
+  at::parallel_for(0, 2 * engines::kAdamWParallelGrain, engines::kAdamWParallelGrain,
+                   [&](int64_t, int64_t) {
+                     const std::lock_guard<std::mutex> lock(mu);
+                     seen.insert(at::get_thread_num());
+                   });
+  at::set_num_threads(before);
+  EXPECT_EQ(seen, (std::set<int>{0, 1})) << "parallel_for ran its two tasks on one thread";
 }
 
 TEST(FusedHostAdamW, StateLoadedFromTorchAdamWContinuesBitIdentically) {

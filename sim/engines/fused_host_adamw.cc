@@ -1,6 +1,6 @@
 #include "sim/engines/fused_host_adamw.h"
 
-#include <ATen/Parallel.h>
+#include "sim/engines/parallel.h"
 
 #include <algorithm>
 #include <atomic>
