@@ -121,7 +121,8 @@ BENCHMARK(BM_HdoStep)
 // unpacks the seed's snapshot with the seed fix) built by Megatron's factory through the worker,
 // over the same 2^23 parameters of the shard as BM_HdoStep, fp32, DP 1, no Transformer Engine
 // (torch.optim.AdamW on both sides, fused=True on the host as the factory sets it), with and
-// without overlap_cpu_optimizer_d2h_h2d (with it, one host AdamW per parameter);
+// without overlap_cpu_optimizer_d2h_h2d (with it, one host AdamW per parameter, or per 2^22
+// elements under the proposal S1);
 // one step makes the state, then kMegatronSteps timed steps (the worker times each call:
 // the DistributedOptimizer's step, the HybridDeviceOptimizer's step within it, its host
 // sub-optimizers' steps). Its row is the median HDO step; host_frac_of_adamw_limit is the host
@@ -155,10 +156,20 @@ sc::sim::ParamValues uniform_values(const sc::model::CaseSpec& spec, float bound
 
 double median(std::vector<double> v) { return sc::bench::sample_stats(std::move(v)).median; }
 
+// The tree of row argument `tree`: 0 the seed fix (SC_MEGATRON_TREE), 1 the seed fix with the
+// proposal S1, host optimizers of at least 2^22 elements (SC_MEGATRON_PROPOSAL_TREE; FINDINGS.md).
+const char* megatron_tree(int64_t which) {
+  const char* variable = which == 0 ? "SC_MEGATRON_TREE" : "SC_MEGATRON_PROPOSAL_TREE";
+  const char* tree = std::getenv(variable);
+  return tree != nullptr && *tree != '\0' ? tree : nullptr;
+}
+
 void BM_MegatronHdoStep(benchmark::State& state) {
-  const char* tree = std::getenv("SC_MEGATRON_TREE");
-  if (tree == nullptr || *tree == '\0') {
-    state.SkipWithError("SC_MEGATRON_TREE is not set: scripts/bench unpacks the seed's snapshot");
+  const char* tree = megatron_tree(state.range(2));
+  if (tree == nullptr) {
+    state.SkipWithError(state.range(2) == 0
+                            ? "SC_MEGATRON_TREE is not set: scripts/bench unpacks the seed's snapshot"
+                            : "SC_MEGATRON_PROPOSAL_TREE is not set: scripts/bench makes it");
     return;
   }
   const auto spec =
@@ -194,9 +205,20 @@ void BM_MegatronHdoStep(benchmark::State& state) {
                  " HybridDeviceOptimizer, torch.optim.AdamW(fused=True) on the host, "
                  "device=cpu-tensors (no GPU: the accelerator side is CPU tensors)");
 }
+// Every fraction with overlap off and on on the seed fix; the proposal, which changes the
+// overlapped path only, with overlap on.
+void megatron_hdo_args(benchmark::internal::Benchmark* b) {
+  for (int64_t tree : {0, 1}) {
+    for (int64_t fraction : {0, 25, 50, 75, 100}) {
+      for (int64_t overlap : {0, 1}) {
+        if (tree == 0 || overlap == 1) b->Args({fraction, overlap, tree});
+      }
+    }
+  }
+}
 BENCHMARK(BM_MegatronHdoStep)
-    ->ArgNames({"fraction_pct", "overlap"})
-    ->ArgsProduct({{0, 25, 50, 75, 100}, {0, 1}})
+    ->ArgNames({"fraction_pct", "overlap", "tree"})
+    ->Apply(megatron_hdo_args)
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

@@ -557,6 +557,37 @@ def check_stream_races(worker):
     assert worker("drop", handle=61)["ok"]
 
 
+def check_time_steps(worker):
+    """time_steps (the benchmarks' op): one time per step, the hybrid step within each whole
+    step and its host sub-optimizers' within that; one host AdamW per offloaded tensor with
+    overlap, one without; a rank without offload has no hybrid times; the steps are real."""
+    for overlap, optimizers in ((True, 3), (False, 1)):
+        # bf16: the pristine tree's fp32 shards hit the seed defect.
+        spec = case([param("a", [40], "bf16"), param("b", [24], "bf16"), param("c", [8], "bf16")],
+                    cpu_offload=True,
+                    offload_fraction=1.0, overlap_cpu_optimizer_d2h_h2d=overlap)
+        worker.build(70, spec)
+        assert worker("step", handle=70, grads=values_of(spec, 3), hyper=hyper(1e-2, 0.1, 1))["ok"]
+        before = worker("observe", handle=70)["entries"]
+        times = worker("time_steps", handle=70, steps=4)
+        assert times["ok"], times
+        whole, hdo, host = times["step_seconds"], times["hdo_seconds"], times["host_seconds"]
+        assert len(whole) == len(hdo) == len(host) == 4, times
+        assert all(0 < h <= d <= w for w, d, h in zip(whole, hdo, host)), times
+        assert times["host_params"] == 72 and times["host_optimizers"] == optimizers, times
+        after = worker("observe", handle=70)["entries"]
+        assert all(e["state"]["step"] == 5 for group in after for e in group), after
+        assert before != after
+        assert worker("drop", handle=70)["ok"]
+    spec = case([param("a", [40])])
+    worker.build(71, spec)
+    assert worker("step", handle=71, grads=values_of(spec, 3), hyper=hyper(1e-2, 0.1, 1))["ok"]
+    times = worker("time_steps", handle=71, steps=2)
+    assert len(times["step_seconds"]) == 2 and times["hdo_seconds"] == [], times
+    assert times["host_params"] == 0 and times["host_optimizers"] == 0, times
+    assert worker("drop", handle=71)["ok"]
+
+
 def main():
     tree = os.path.abspath(sys.argv[1])
     worker = Worker(tree)
@@ -576,6 +607,8 @@ def main():
          check_stream_races(worker)),
         ("binary values: the list encoding's answers, bit for bit", lambda:
          check_binary_values(tree, worker)),
+        ("time_steps: whole, hybrid and host step times, one host AdamW per tensor with overlap",
+         lambda: check_time_steps(worker)),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     for name, check in checks:
