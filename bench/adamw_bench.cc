@@ -14,7 +14,9 @@
 // that made the state and a warm one); its fraction is its rate at that median over the best
 // of its limit's passes. An attempt whose steps spread more than kMaxRowSpread
 // (median over best) is run again, up to kAttempts, and the one with the least spread is kept.
-#include "sim/engines/parallel.h"
+// Between any two timed calls the benchmark waits kSettle, so that the OpenMP threads of one
+// (which spin a while after their work before they sleep) never share the cores with the next:
+// a Python row's step and the limit pass after it run in two processes, each with its own pool.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,10 +31,12 @@
 #include <fstream>
 #include <functional>
 #include <stdexcept>
+#include <thread>
 
 #include "bench_support.h"
 #include "sim/engines/adamw_kernel.h"
 #include "sim/engines/fused_host_adamw.h"
+#include "sim/engines/parallel.h"
 #include "sim/port/behaviour.h"
 #include "sim/port/torch_adamw.h"
 #include "sim/port/torch_pch.h"
@@ -48,6 +52,7 @@ using sc::bench::kAdamWBytesPerParam;
 constexpr int kSamples = 10;
 constexpr int kAttempts = 3;
 constexpr double kMaxRowSpread = 1.10;
+constexpr auto kSettle = std::chrono::milliseconds(30);
 
 const std::vector<int64_t>& input_sizes(bool shard) {
   static const std::vector<int64_t> one{sc::bench::kStreamElements};
@@ -274,9 +279,12 @@ Attempt attempt(const RowFactory& make_row, const std::vector<int64_t>& sizes) {
   const std::unique_ptr<Row> row = make_row(sizes);
   Attempt a{row->label(), {}, {}};
   for (int k = 0; k < kSamples; ++k) {
+    std::this_thread::sleep_for(kSettle);
     a.limit.push_back(limit.sample());
+    std::this_thread::sleep_for(kSettle);
     a.steps.push_back(row->step());
   }
+  std::this_thread::sleep_for(kSettle);
   a.limit.push_back(limit.sample());
   return a;
 }
