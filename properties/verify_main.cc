@@ -7,6 +7,7 @@
 //
 // RC_PARAMS sets the cases and the seed as elsewhere. Exit status: 0 every property passes, 1
 // one fails, 2 bad input (arguments, or a tree the worker cannot serve: one line says why).
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -98,6 +99,15 @@ Outcome verify(const sc::props::Property& p, const Request& r) {
   return out;
 }
 
+// A property that a reproduce string (RC_PARAMS="reproduce=...") does not name runs no case:
+// it was not run, which is not a pass.
+bool left_out_by_reproduce(const Outcome& o) {
+  const char* params = std::getenv("RC_PARAMS");
+  return o.run.kind == sc::props::RunOutcome::Kind::kPassed && o.run.cases == 0 &&
+         params != nullptr && std::string(params).find("reproduce=") != std::string::npos;
+}
+constexpr const char* kNotInReproduce = "not in the reproduce string";
+
 // What ran on a stand-in rather than on Megatron's own code, in the worker's words.
 std::vector<std::string> stand_ins() {
   const json& hello = sc::sim::MegatronWorker::of(*sc::props::megatron_tree()).hello();
@@ -110,10 +120,17 @@ void print_text(const Request& r, const std::vector<Outcome>& outcomes,
             << (r.patches.empty() ? "" : " with " + sc::sim::join(r.patches, ", ")) << "\n";
   std::cout << "stand-ins (not Megatron's code):\n";
   for (const std::string& s : stand_ins()) std::cout << "  - " << s << "\n";
+  int passed = 0, failed = 0, left_out = 0;
   for (const Outcome& o : outcomes) {
+    if (left_out_by_reproduce(o)) {
+      std::cout << "NOT RUN  " << o.property->name << ": " << kNotInReproduce << "\n";
+      ++left_out;
+      continue;
+    }
     const bool gave_up = o.run.kind == sc::props::RunOutcome::Kind::kGaveUp;
     const char* verdict = o.run.failed() ? "FAIL" : gave_up ? "GAVE UP" : "PASS";
     std::cout << verdict << "  " << o.property->name << "  (" << o.run.cases << " cases)\n";
+    (o.run.kind == sc::props::RunOutcome::Kind::kPassed ? passed : failed) += 1;
     if (!o.run.failed()) continue;
     std::cout << "  counterexample:\n" << o.run.counterexample << "  failure: "
               << o.run.description << "\n  replay: " << o.replay << "\n";
@@ -121,6 +138,8 @@ void print_text(const Request& r, const std::vector<Outcome>& outcomes,
   for (const auto* p : not_run) {
     std::cout << "NOT RUN  " << p->name << ": " << p->not_on_real_code << "\n";
   }
+  std::cout << "summary: " << passed << " passed, " << failed << " failed or gave up, "
+            << not_run.size() + left_out << " not run\n";
 }
 
 json report_json(const Request& r, const std::vector<Outcome>& outcomes,
@@ -128,6 +147,10 @@ json report_json(const Request& r, const std::vector<Outcome>& outcomes,
   json properties = json::array(), skipped = json::array();
   int passed = 0, failed = 0;
   for (const Outcome& o : outcomes) {
+    if (left_out_by_reproduce(o)) {
+      skipped.push_back({{"name", o.property->name}, {"why", kNotInReproduce}});
+      continue;
+    }
     const bool ok = o.run.kind == sc::props::RunOutcome::Kind::kPassed;
     (ok ? passed : failed) += 1;
     properties.push_back({{"name", o.property->name},

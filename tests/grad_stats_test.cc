@@ -164,3 +164,18 @@ TEST(GradStats, AnFp16GradBesideABf16OneBoundsTheNormAtFp16sSubnormalSpacing) {
 
 }  // namespace
 }  // namespace sc
+
+// HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer failed at seed
+// 14208279407976640664 on an fp16 parameter whose two masters rounded to adjacent fp16
+// subnormals: -1.95503235e-05 against -1.94907188e-05, one subnormal step (2^-24) apart, where the
+// bound allowed 3.57e-8 (it took the spacing as |value| 2^-10). The bound now takes the fixed
+// subnormal spacing where it is the larger.
+TEST(Tolerances, TheFp16BoundCoversOneSubnormalStep) {
+  const double hybrid = -1.95503235e-05, plain = -1.94907188e-05;
+  const double bound =
+      sc::tol::torch_kernels_16bit(plain, 0.01, 2, 10, std::ldexp(1.0, -24));
+  EXPECT_GE(bound, std::fabs(hybrid - plain));
+  // Normal values keep the relative spacing: at 1.0 the subnormal term changes nothing.
+  EXPECT_EQ(sc::tol::torch_kernels_16bit(1.0, 0.01, 2, 10, std::ldexp(1.0, -24)),
+            sc::tol::torch_kernels_fp32(1.0, 0.01, 2) + std::ldexp(1.0, -10));
+}

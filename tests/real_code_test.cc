@@ -76,6 +76,20 @@ TEST_F(RealCode, ThePristineSnapshotFailsTheLeafPropertyOnTheSeedsMinimalCase) {
       << shrunk;
   EXPECT_NE(leaf->at("replay").get<std::string>().find("reproduce="), std::string::npos);
   EXPECT_NE(leaf->at("failure").get<std::string>().find("is_leaf=0"), std::string::npos);
+  // Its reproduce string runs that property alone: the others are not run, not passed.
+  const std::string replay = leaf->at("replay");
+  const std::string params = replay.substr(0, replay.find("\" ") + 1);
+  const auto again = testing::run_command(params + " " + verify_command() + " " + archive_ +
+                                          " 2>/dev/null");
+  EXPECT_EQ(again.status, 1) << again.output;
+  EXPECT_NE(again.output.find("FAIL  " + std::string(kLeaf) + "  (1 cases)"), std::string::npos)
+      << again.output;
+  EXPECT_NE(again.output.find("NOT RUN  " + std::string(kConstructs) +
+                              ": not in the reproduce string"),
+            std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("(0 cases)"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("summary: 0 passed, 1 failed or gave up"), std::string::npos)
+      << again.output;
 }
 
 // The failures the fixed snapshot keeps: each is a finding of FINDINGS.md in the real code.

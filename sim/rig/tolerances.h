@@ -72,9 +72,13 @@ inline double torch_kernels_fp32(double value, double lr_max, int steps) {
 }
 
 // The same for a 16-bit model parameter: masters on either side of a rounding boundary round
-// one ulp of the 16-bit type apart (`mantissa_bits`: 7 for bf16, 10 for fp16).
-inline double torch_kernels_16bit(double value, double lr_max, int steps, int mantissa_bits) {
-  return torch_kernels_fp32(value, lr_max, steps) + std::ldexp(std::fabs(value), -mantissa_bits);
+// one spacing of the 16-bit type apart: |value| 2^-mantissa_bits (7 for bf16, 10 for fp16), or,
+// among the type's subnormals, their fixed spacing `min_subnormal` (2^-24 for fp16, 2^-133 for
+// bf16), which is larger there: fp16 values near 2e-5 lie 5.96e-8 apart, not 1.9e-8.
+inline double torch_kernels_16bit(double value, double lr_max, int steps, int mantissa_bits,
+                                  double min_subnormal) {
+  return torch_kernels_fp32(value, lr_max, steps) +
+         std::max(std::ldexp(std::fabs(value), -mantissa_bits), min_subnormal);
 }
 
 // DeepSpeed's DeepSpeedCPUAdam (AdamW mode, the benchmarks' peer) against the fp64 oracle
