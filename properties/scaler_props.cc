@@ -9,6 +9,7 @@
 #include <rapidcheck.h>
 
 #include "model/grad_scaler.h"
+#include "properties/gen/case_gen.h"
 #include "properties/gen/choice.h"
 #include "properties/support.h"
 #include "sim/port/grad_scaler.h"

@@ -8,6 +8,7 @@
 
 #include "model/grad_scaler.h"
 #include "model/spec.h"
+#include "properties/gen/case_gen.h"
 #include "properties/gen/step_gen.h"
 #include "sim/port/behaviour.h"
 

@@ -63,6 +63,18 @@ void for_cases(uint64_t seed, int cases, Body body) {
   ASSERT_FALSE(r.failed()) << r.description;
 }
 
+// Counterexamples print every drawn value by its fields: the loss scaler's configuration printed
+// as RapidCheck's `<???>` until it had a printer of its own.
+TEST(CaseFile, CounterexamplesPrintTheScalerConfigByItsFields) {
+  model::GradScalerConfig c;
+  c.dynamic = false;
+  c.initial_scale = 128.0f;
+  c.hysteresis = 3;
+  EXPECT_EQ(rc::toString(c),
+            "GradScalerConfig{constant initial_scale=128 min_scale=1 growth_factor=2 "
+            "backoff_factor=0.5 growth_interval=1000 hysteresis=3}");
+}
+
 TEST(CaseFile, GeneratedCasesRoundTrip) {
   int checked = 0;
   for_cases(11, 300, [&] {

@@ -105,6 +105,13 @@ rc::Gen<model::CaseSpec> case_spec() {
 
 namespace sc::model {
 
+void showValue(const GradScalerConfig& c, std::ostream& os) {
+  os << "GradScalerConfig{" << (c.dynamic ? "dynamic" : "constant")
+     << " initial_scale=" << c.initial_scale << " min_scale=" << c.min_scale
+     << " growth_factor=" << c.growth_factor << " backoff_factor=" << c.backoff_factor
+     << " growth_interval=" << c.growth_interval << " hysteresis=" << c.hysteresis << "}";
+}
+
 void showValue(const CaseSpec& spec, std::ostream& os) {
   os << "CaseSpec{dp=" << spec.dp << " expert_dp=" << spec.expert_dp << " bucket_size="
      << (spec.bucket_size ? std::to_string(*spec.bucket_size) : "None")

@@ -11,6 +11,7 @@
 
 #include <rapidcheck.h>
 
+#include "model/grad_scaler.h"
 #include "model/spec.h"
 
 namespace sc::gen {
@@ -30,6 +31,8 @@ void set_transformer_engine_available(bool available);
 }  // namespace sc::gen
 
 namespace sc::model {
-// RapidCheck's printer for counterexamples: one line per parameter.
+// RapidCheck's printers for counterexamples: a case, one entry per parameter; a loss scaler's
+// configuration by its fields.
 void showValue(const CaseSpec& spec, std::ostream& os);
+void showValue(const GradScalerConfig& config, std::ostream& os);
 }  // namespace sc::model
