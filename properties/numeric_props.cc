@@ -215,9 +215,8 @@ void run_hdo_against_plain(const model::CaseSpec& spec, const gen::Schedule& sch
             const double tol =
                 dt == model::DType::kFloat32
                     ? tol::torch_kernels_fp32(y[e], lr_max, steps)
-                    : dt == model::DType::kBFloat16
-                    ? tol::torch_kernels_16bit(y[e], lr_max, steps, 7, std::ldexp(1.0, -133))
-                    : tol::torch_kernels_16bit(y[e], lr_max, steps, 10, std::ldexp(1.0, -24));
+                    : tol::torch_kernels_16bit(y[e], lr_max, steps, model::mantissa_bits(dt),
+                                               model::min_subnormal(dt));
             if (std::fabs(static_cast<double>(x[e]) - y[e]) <= tol) continue;
             std::ostringstream os;
             os.precision(9);
