@@ -291,6 +291,21 @@ bool same_command(const StateCommand& a, const StateCommand& b) {
          a.value == b.value && a.set_to_none == b.set_to_none;
 }
 
+RealCodeSource read_source(const json& v, const std::string& path) {
+  Reader r(v, path);
+  RealCodeSource s;
+  s.tree = r.string("tree");
+  if (s.tree.empty()) bad(r.at("tree"), "names no tree");
+  s.commit = r.string("commit");
+  const json& patches = r.array("patches");
+  for (size_t k = 0; k < patches.size(); ++k) {
+    if (!patches[k].is_string()) bad(path + ".patches[" + std::to_string(k) + "]", "not a string");
+    s.patches.push_back(patches[k].get<std::string>());
+  }
+  r.done();
+  return s;
+}
+
 }  // namespace
 
 std::string to_json(const CaseFile& file) {
@@ -311,6 +326,11 @@ std::string to_json(const CaseFile& file) {
     for (const StateCommand& k : file.inputs.commands) commands.push_back(command_json(k));
     full["rank"] = file.inputs.rank;
     full["commands"] = commands;
+  }
+  if (file.megatron) {
+    full["megatron"] = {{"tree", file.megatron->tree},
+                        {"commit", file.megatron->commit},
+                        {"patches", file.megatron->patches}};
   }
   return full.dump(2) + "\n";
 }
@@ -366,6 +386,7 @@ CaseFile parse_case_file(const std::string& text) {
           read_command(commands[k], "commands[" + std::to_string(k) + "]", f.inputs.c));
     }
   }
+  if (r.get("megatron", true)) f.megatron = read_source(*r.get("megatron"), r.at("megatron"));
   r.done();
   return f;
 }

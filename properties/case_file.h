@@ -56,11 +56,22 @@ struct CaseInputs {
   std::vector<StateCommand> commands;
 };
 
+// The real code a case was recorded against: the tree as its user named it (a folder or a
+// .tar.gz), its commit where known, and the patches applied to a copy of it, in order.
+struct RealCodeSource {
+  std::string tree;
+  std::string commit;  // empty when unknown
+  std::vector<std::string> patches;
+};
+
 // One case file.
 struct CaseFile {
   std::string property;  // "Suite.Name"; may be empty (then replay needs --property)
   std::string variant;   // a variant or mutant name; may be empty (the fully patched one)
   CaseInputs inputs;
+  // Set when the case failed against real Megatron code (key "megatron"): it replays there
+  // (scripts/verify-megatron --case FILE), not on the port.
+  std::optional<RealCodeSource> megatron;
 };
 
 // A malformed case file: what() names the field.

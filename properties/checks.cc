@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "properties/support.h"
+
 namespace sc::props {
 
 namespace {
@@ -187,7 +189,7 @@ Violation check_layout_rules(const model::CaseSpec& spec,
 
 Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& obs) {
   if (plan.ranges.size() != obs.ranges.size()) {
-    return str(where(plan), ": port has ", obs.ranges.size(), " buffers, model ",
+    return str(where(plan), ": ", tested_side(), " has ", obs.ranges.size(), " buffers, model ",
                plan.ranges.size());
   }
   for (size_t b = 0; b < plan.ranges.size(); ++b) {
@@ -198,13 +200,13 @@ Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& 
     }
     for (size_t k = 0; k < m.buckets.size(); ++k) {
       if (m.buckets[k].world != s.buckets[k].world) {
-        return str(where(plan), " buffer ", b, " bucket ", k, ": world range port ",
+        return str(where(plan), " buffer ", b, " bucket ", k, ": world range ", tested_side(), " ",
                    s.buckets[k].world, " model ", m.buckets[k].world);
       }
       const auto& mp = m.buckets[k].param_map;
       const auto& sp = s.buckets[k].param_map;
       if (mp.size() != sp.size()) {
-        return str(where(plan), " buffer ", b, " bucket ", k, ": port owns ", sp.size(),
+        return str(where(plan), " buffer ", b, " bucket ", k, ": ", tested_side(), " owns ", sp.size(),
                    " params, model ", mp.size());
       }
       for (size_t i = 0; i < mp.size(); ++i) {
@@ -213,7 +215,7 @@ Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& 
         if (x.param != y.param || x.gbuf_world != y.gbuf_world ||
             x.gbuf_world_in_bucket != y.gbuf_world_in_bucket || x.gbuf_local != y.gbuf_local ||
             x.param_range != y.param_range) {
-          return str(where(plan), " buffer ", b, " bucket ", k, " entry ", i, ": port p", y.param,
+          return str(where(plan), " buffer ", b, " bucket ", k, " entry ", i, ": ", tested_side(), " p", y.param,
                      " world ", y.gbuf_world, " in_bucket ", y.gbuf_world_in_bucket, " local ",
                      y.gbuf_local, " param ", y.param_range, "; model p", x.param, " world ",
                      x.gbuf_world, " in_bucket ", x.gbuf_world_in_bucket, " local ", x.gbuf_local,
@@ -228,7 +230,7 @@ Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& 
 Violation check_installed(const model::CaseSpec& spec, const model::RankPlan& plan,
                           const sim::RankObservation& obs) {
   if (plan.groups.size() != obs.groups.size()) {
-    return str(where(plan), ": port has ", obs.groups.size(), " groups, model ",
+    return str(where(plan), ": ", tested_side(), " has ", obs.groups.size(), " groups, model ",
                plan.groups.size());
   }
   for (size_t g = 0; g < plan.groups.size(); ++g) {

@@ -37,14 +37,14 @@ void run_diff_property(const model::CaseSpec& spec, const sut::Behaviour& behavi
         case DiffClaim::kUpstreamFailingRanks:
           break;
       }
-      if (v) RC_LOG() << "variant " << behaviour.name << ": " << *v << "\n";
+      if (v) RC_LOG() << under_test(behaviour) << ": " << *v << "\n";
       RC_ASSERT(!v);
       observed.push_back(std::move(obs));
     }
     if (claim == DiffClaim::kUpstreamFailingRanks) {
       const Violation v =
           check_failing_ranks(model::upstream_failing_ranks(spec, layouts, inst), observed);
-      if (v) RC_LOG() << "variant " << behaviour.name << ": " << *v << "\n";
+      if (v) RC_LOG() << under_test(behaviour) << ": " << *v << "\n";
       RC_ASSERT(!v);
     }
   }

@@ -60,7 +60,7 @@ void run_fused_adam_property(const sut::Behaviour& behaviour) {
     torch::Tensor got = params[t].detach().cpu().contiguous();
     if (sizes[t] == 0) continue;
     if (std::memcmp(got.data_ptr<float>(), want[t].data(), want[t].size() * sizeof(float)) != 0) {
-      RC_LOG() << "variant " << behaviour.name << ": tensor " << t << " of " << sizes.size()
+      RC_LOG() << under_test(behaviour) << ": tensor " << t << " of " << sizes.size()
                << " (numel " << sizes[t] << ") differs from the FusedAdam reference\n";
       RC_FAIL("FusedAdam result differs");
     }

@@ -83,10 +83,11 @@ void check_placement(const model::CaseSpec& c, const model::RankPlan& plan,
                         got.host_pinned == w.host_pinned && got.cpu_optimizer == w.cpu_optimizer;
       if (!same) {
         std::ostringstream os;
-        os << entry_name(c, plan, g, i, 0) << ": port offloaded=" << got.offloaded
+        os << entry_name(c, plan, g, i, 0) << ": " << tested_side() << " offloaded=" << got.offloaded
            << " fp32_copy=" << got.fp32_copy << " pinned=" << got.host_pinned
-           << " cpu_optimizer=" << got.cpu_optimizer << "; plan " << w.offloaded << " "
-           << w.fp32_copy << " " << w.host_pinned << " " << w.cpu_optimizer;
+           << " cpu_optimizer=" << got.cpu_optimizer << "; plan offloaded=" << w.offloaded
+           << " fp32_copy=" << w.fp32_copy << " pinned=" << w.host_pinned
+           << " cpu_optimizer=" << w.cpu_optimizer;
         check(os.str(), b);
       }
     }

@@ -6,6 +6,7 @@
 
 #include <rapidcheck.h>
 
+#include "properties/support.h"
 #include "sim/rig/fma_probe.h"
 
 namespace sc::props {
@@ -27,7 +28,7 @@ Violation compare_exact(const std::vector<float>& got, const std::vector<float>&
     if (!same_bits(got[k], want[k])) {
       std::ostringstream os;
       os.precision(9);
-      os << what << ": first difference at element " << k << ": port " << got[k]
+      os << what << ": first difference at element " << k << ": " << tested_side() << " " << got[k]
          << ", reference " << want[k];
       return os.str();
     }
@@ -45,7 +46,7 @@ std::string entry_name(const model::CaseSpec& c, const model::RankPlan& plan, si
 }
 
 void check(const Violation& v, const sut::Behaviour& b) {
-  if (v) RC_LOG() << "variant " << b.name << ": " << *v << "\n";
+  if (v) RC_LOG() << under_test(b) << ": " << *v << "\n";
   RC_ASSERT(!v);
 }
 

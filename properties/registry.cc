@@ -30,22 +30,45 @@ constexpr int kMaxSteps = 8;
 using Check = std::function<void(const CaseInputs&, const sut::Behaviour&)>;
 using Draw = std::function<CaseInputs()>;
 
-// Writes the failing case to the case-file folder and logs where, the JSON and the replay
-// command. Shrinking runs failing cases one after the other: the last file written is the
-// shrunk case that RapidCheck reports.
+// Against real code: the tree and patches the case ran on, as shardcheck-verify names them in
+// SC_MEGATRON_NAME, SC_MEGATRON_COMMIT and SC_MEGATRON_PATCHES (one path a line); else nullopt.
+std::optional<RealCodeSource> real_code_source() {
+  if (!real_code_under_test()) return std::nullopt;
+  const auto var = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v == nullptr ? "" : v);
+  };
+  RealCodeSource s{var("SC_MEGATRON_NAME"), var("SC_MEGATRON_COMMIT"), {}};
+  if (s.tree.empty()) s.tree = megatron_tree()->tree;
+  std::istringstream patches(var("SC_MEGATRON_PATCHES"));
+  for (std::string line; std::getline(patches, line);) {
+    if (!line.empty()) s.patches.push_back(line);
+  }
+  return s;
+}
+
+// Writes the failing case to the case-file folder and logs where, with the command that replays
+// it on the port (against real code shardcheck-verify prints the one that replays it there).
+// Shrinking runs failing cases one after the other: the last file written is the shrunk case
+// that RapidCheck reports. The JSON is logged only when the file could not be written.
 void record_failure(const std::string& property, const sut::Behaviour& b, const CaseInputs& in) {
-  const std::string text = to_json(CaseFile{property, b.name, in});
-  std::string path;
+  const CaseFile file{property, b.name, in, real_code_source()};
+  const std::string text = to_json(file);
   std::error_code ec;
   const std::filesystem::path dir(case_file_dir());
   std::filesystem::create_directories(dir, ec);
-  const std::filesystem::path file = dir / (property + "." + b.name + ".json");
-  std::ofstream out(file);
+  const std::string side = file.megatron ? "megatron" : b.name;
+  const std::filesystem::path path = dir / (property + "." + side + ".json");
+  std::ofstream out(path);
   out << text;
-  if (out.good()) path = file.string();
-  RC_LOG() << "case file: " << (path.empty() ? "(not written: " + file.string() + ")" : path)
-           << "\nreplay: shardcheck-replay " << (path.empty() ? "CASE.json" : path) << "\n"
-           << text;
+  if (!out.good()) {
+    RC_LOG() << "case file: (not written: " << path.string() << ")\n" << text;
+  } else if (file.megatron) {
+    RC_LOG() << "case file: " << path.string() << "\n";
+  } else {
+    RC_LOG() << "case file: " << path.string() << "\nreplay: shardcheck-replay " << path.string()
+             << "\n";
+  }
 }
 
 // A property of the variant under test that draws a CaseInputs with `draw` and runs `check` on

@@ -17,6 +17,7 @@
 #include "properties/case_file.h"
 #include "properties/gen/case_gen.h"
 #include "properties/gen/step_gen.h"
+#include "properties/support.h"
 #include "properties/registry.h"
 #include "properties/run.h"
 #include "sim/input/args.h"
@@ -149,6 +150,12 @@ int main(int argc, char** argv) {
   const auto read = read_case_file(request.path);
   if (const int* status = std::get_if<int>(&read)) return *status;
   const sc::props::CaseFile& file = std::get<sc::props::CaseFile>(read);
+  if (file.megatron && !request.variant && !sc::props::real_code_under_test()) {
+    std::cerr << "shardcheck-replay: " << request.path << " failed against Megatron "
+              << file.megatron->tree << ": replay it there with scripts/verify-megatron --case "
+              << request.path << " (or give --variant to run it on the port)\n";
+    return sc::sim::kExitBadInput;
+  }
   const std::string variant = request.variant ? *request.variant
                               : file.variant.empty() ? sc::sut::fully_patched().name
                                                      : file.variant;

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include <rapidcheck.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
 
 namespace rc::detail {
 // RapidCheck's own encoding of reproduce strings (defined in the library, not in its headers).
@@ -21,8 +22,12 @@ RunOutcome run_property(const std::function<void()>& body, const RunOptions& opt
   rc::detail::TestMetadata metadata;
   metadata.id = options.id;
   metadata.description = options.id;
+  rc::detail::TestListenerAdapter silent;
   const rc::detail::TestResult result =
-      rc::detail::checkTestable([&body] { body(); }, metadata, params);
+      options.rapidcheck_listener
+          ? rc::detail::checkTestable([&body] { body(); }, metadata, params)
+          : rc::detail::checkTestable([&body] { body(); }, metadata, params, silent,
+                                      rc::detail::configuration().reproduce);
   RunOutcome out;
   std::ostringstream report;
   rc::detail::printResultMessage(result, report);

@@ -18,6 +18,9 @@ struct RunOptions {
   std::optional<uint64_t> seed;     // else RC_PARAMS's
   std::optional<int> max_success;   // else RC_PARAMS's
   bool shrink = true;
+  // RapidCheck's own listener, which prints every failure's reproduce string again when the
+  // program exits; a tool that prints its own replay line for each failure turns it off.
+  bool rapidcheck_listener = true;
 };
 
 struct RunOutcome {

@@ -84,7 +84,7 @@ void require_same(const sut::GradScaler& port, const model::GradScalerModel& wan
   if (same_bits(got.scale, expected.scale) && got == expected && same_bits(inv, want.inv_scale())) {
     return;
   }
-  RC_LOG() << "variant " << b.name << ": after command " << after << ": port " << text(got)
+  RC_LOG() << under_test(b) << ": after command " << after << ": port " << text(got)
            << ", inv_scale " << inv << "; model " << text(expected) << ", inv_scale "
            << want.inv_scale() << "\n";
   RC_FAIL("the loss scaler differs from the model");
@@ -108,7 +108,7 @@ void run_grad_scaler_property(const sut::Behaviour& behaviour) {
     raised = e.msg().substr(0, e.msg().find('\n'));
   }
   if (!invalid.empty() || !raised.empty()) {
-    RC_LOG() << "variant " << behaviour.name << ": the model says '" << invalid
+    RC_LOG() << under_test(behaviour) << ": the model says '" << invalid
              << "', the port raised '" << raised << "'\n";
     RC_ASSERT(!invalid.empty() && raised.rfind("AssertionError: ", 0) == 0);
     return;

@@ -179,7 +179,7 @@ std::optional<std::string> first_difference(const std::vector<float>& got,
 void require_equal(const std::vector<float>& got, const std::vector<float>& want,
                    const std::string& what, const sut::Behaviour& b) {
   if (const auto diff = first_difference(got, want)) {
-    RC_LOG() << "variant " << b.name << ": " << what << ": " << *diff << "\n";
+    RC_LOG() << under_test(b) << ": " << what << ": " << *diff << "\n";
     RC_FAIL(what + " differs from the reference");
   }
 }
@@ -256,7 +256,7 @@ void run_fused_adam_shapes_property(const sut::Behaviour& behaviour) {
       } catch (const c10::Error& e) {
         raised = e.msg();
       }
-      RC_LOG() << "variant " << behaviour.name << ": a strided tensor in the list; step raised '"
+      RC_LOG() << under_test(behaviour) << ": a strided tensor in the list; step raised '"
                << raised.substr(0, raised.find('\n')) << "'\n";
       RC_ASSERT(raised.find("A tensor was not contiguous.") != std::string::npos);
       for (size_t t = 0; t < params.size(); ++t) {
@@ -421,7 +421,7 @@ void require_planned_split(const sut::HybridDeviceOptimizer& hdo,
                            const std::vector<bool>& offloaded, const sut::Behaviour& b) {
   for (size_t t = 0; t < params.size(); ++t) {
     if (hdo.is_offloaded(params[t]) == offloaded[t]) continue;
-    RC_LOG() << "variant " << b.name << ": param " << t << " " << text(params[t])
+    RC_LOG() << under_test(b) << ": param " << t << " " << text(params[t])
              << (offloaded[t] ? " kept on the accelerator, the plan offloads it\n"
                               : " offloaded, the plan keeps it on the accelerator\n");
     RC_FAIL("offload split differs from the model's plan");

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 #include "properties/gen/case_gen.h"
 #include "sim/port/device.h"
@@ -30,12 +31,17 @@ torch::Device device() {
 
 namespace {
 std::optional<sim::MegatronTarget> scoped_tree;  // set by a live RealCodeScope
+std::string scoped_name;                          // its name in messages
 }  // namespace
 
-RealCodeScope::RealCodeScope(sim::MegatronTarget tree) { scoped_tree = std::move(tree); }
+RealCodeScope::RealCodeScope(sim::MegatronTarget tree, std::string name) {
+  scoped_name = name.empty() ? tree.tree : std::move(name);
+  scoped_tree = std::move(tree);
+}
 
 RealCodeScope::~RealCodeScope() {
   scoped_tree.reset();
+  scoped_name.clear();
   configure_generation();
 }
 
@@ -64,6 +70,57 @@ bool real_code_under_test() {
   }();
   return kReal;
 }
+
+namespace {
+
+std::string base_name(const std::string& path) {
+  return path.substr(path.find_last_of('/') + 1);
+}
+
+// A patch as a label names it: its id for ours ("pr6982", "F3", "S1": the name up to its first
+// '-'), else its file name without ".patch".
+std::string patch_label(const std::string& path) {
+  std::string name = base_name(path);
+  if (name.size() > 6 && name.compare(name.size() - 6, 6, ".patch") == 0) {
+    name.resize(name.size() - 6);
+  }
+  const std::string id = name.substr(0, name.find('-'));
+  const size_t digits = id.find_first_of("0123456789");
+  const bool ours = (id[0] == 'F' || id[0] == 'S' || id.rfind("pr", 0) == 0) &&
+                    digits != std::string::npos && digits <= 2 &&
+                    id.find_first_not_of("0123456789", digits) == std::string::npos;
+  return ours ? id : name;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+}  // namespace
+
+std::string real_code_label(const std::string& tree, const std::vector<std::string>& patches) {
+  std::string out = base_name(tree);
+  for (size_t k = 0; k < patches.size(); ++k) {
+    out += (k == 0 ? " with " : ", ") + patch_label(patches[k]);
+  }
+  return out;
+}
+
+std::string under_test(const sut::Behaviour& behaviour) {
+  if (!real_code_under_test()) return "variant " + behaviour.name;
+  if (scoped_tree) return "megatron " + scoped_name;
+  const std::string name = env("SC_MEGATRON_NAME");
+  if (name.empty()) return "megatron " + real_code_label(megatron_tree()->tree, {});
+  std::vector<std::string> patches;
+  std::istringstream lines(env("SC_MEGATRON_PATCHES"));
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) patches.push_back(line);
+  }
+  return "megatron " + real_code_label(name, patches);
+}
+
+const char* tested_side() { return real_code_under_test() ? "megatron" : "port"; }
 
 sim::Target target_for(const sut::Behaviour& behaviour) {
   sim::Target t{behaviour, device(), std::nullopt};

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "sim/port/behaviour.h"
 #include "sim/port/torch_pch.h"
@@ -27,14 +29,25 @@ bool real_code_under_test();
 // code then stands in for the variant (`behaviour` only names it in reports).
 sim::Target target_for(const sut::Behaviour& behaviour);
 // While alive, properties run against real Megatron code from `tree` whatever SC_SUT says (the
-// benchmarks time both systems in one run).
+// benchmarks time both systems in one run; a review runs two trees), named `name` in messages
+// (default: the tree's folder).
 class RealCodeScope {
  public:
-  explicit RealCodeScope(sim::MegatronTarget tree);
+  explicit RealCodeScope(sim::MegatronTarget tree, std::string name = "");
   ~RealCodeScope();
   RealCodeScope(const RealCodeScope&) = delete;
   RealCodeScope& operator=(const RealCodeScope&) = delete;
 };
+// Who a failure is about, for its first words: "variant NAME" on the port, "megatron LABEL"
+// against real code (the real_code_label of SC_MEGATRON_NAME and SC_MEGATRON_PATCHES, which
+// shardcheck-verify and verify-megatron --case set to the user's tree and patches, else of the
+// tree's folder; a RealCodeScope's own name while one is alive).
+std::string under_test(const sut::Behaviour& behaviour);
+// A real-code tree as failure messages name it: the folder's or archive's name, then the
+// patches applied to it, ours by their ids ("d8b71082 with pr6982, F3, my-fix").
+std::string real_code_label(const std::string& tree, const std::vector<std::string>& patches);
+// The system under test's side of a "SIDE got, reference wanted" message: "port" or "megatron".
+const char* tested_side();
 // Runs one step of `rank` to completion: "" when it returned, else what it raised, as the first
 // line of the message without a leading exception type (the port's c10::Error and the real code's
 // "RuntimeError: ..." then read alike).

@@ -1,40 +1,52 @@
 // shardcheck-verify: every property of the table that runs against real code, run against a
-// Megatron-LM tree as the system under test (scripts/verify-megatron prepares the tree and calls
-// this).
+// Megatron-LM tree as the system under test (scripts/verify-megatron prepares the trees and calls
+// this). With --after-tree it reviews a patch: the same table with the same seed on the tree
+// before the patch (--tree) and after it, one verdict per property.
 //
 //   shardcheck-verify --tree DIR [--json] [--only NAME] [--name TREE] [--commit C]
-//                     [--patch NAME]... [--replay COMMAND]
+//                     [--patch FILE]... [--replay CMD] [--case-replay CMD] [--run-dir DIR]
+//                     [--after-tree DIR --fix FILE [--after-replay CMD] [--left-out TEXT]...
+//                      [--fixes FN]... [--regressions DIR]]
 //
-// RC_PARAMS sets the cases and the seed as elsewhere. Exit status: 0 every property passes, 1
-// one fails, 2 bad input (arguments, or a tree the worker cannot serve: one line says why).
+// RC_PARAMS sets the cases and the seed as elsewhere. Exit status: 0 every property passes (a
+// review: nothing newly failing and every claim holds), 1 otherwise, 2 bad input (arguments, or a
+// tree the worker cannot serve: one line says why).
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "properties/case_file.h"
 #include "properties/registry.h"
 #include "properties/run.h"
 #include "properties/support.h"
+#include "properties/verify_report.h"
 #include "sim/input/args.h"
 #include "sim/rig/megatron_worker.h"
 
 namespace {
 
-using nlohmann::json;
+namespace fs = std::filesystem;
+using sc::props::Outcome;
+using sc::props::TreeRun;
 
 struct Request {
-  std::string tree, name, commit, replay, only;
+  std::string tree, name, commit, replay, case_replay, only, run_dir;
   std::vector<std::string> patches;
   bool json = false;
+  // A review: the tree with the fix, the fix, what its base left out, and what it claims.
+  std::string after_tree, fix, after_replay, regressions;
+  std::vector<std::string> left_out, fixes, claim_failed;
 };
 
-// --patch=NAME, repeatable.
-std::optional<std::string> apply_patch(const sc::sim::OptionArg& arg, Request& request) {
-  request.patches.push_back(arg.value);
+template <std::vector<std::string> Request::*list>
+std::optional<std::string> add_to(const sc::sim::OptionArg& arg, Request& request) {
+  (request.*list).push_back(arg.value);
   return std::nullopt;
 }
 
@@ -45,23 +57,57 @@ const sc::sim::Option<Request> kOptions[] = {
     {"json", nullptr, "one JSON object instead of the text report",
      sc::sim::set_flag<Request, &Request::json>},
     {"only", "NAME", "this property alone (Suite.Name)", sc::sim::set_text<Request, &Request::only>},
-    {"name", "TREE", "the tree's name in the report (DIR)", sc::sim::set_text<Request, &Request::name>},
+    {"name", "TREE", "the tree as its user named it, for the report and the case files (DIR)",
+     sc::sim::set_text<Request, &Request::name>},
     {"commit", "C", "the tree's commit, for the report", sc::sim::set_text<Request, &Request::commit>},
-    {"patch", "NAME", "a patch applied to the tree, for the report (repeatable)", apply_patch},
+    {"patch", "FILE", "a patch applied to the tree, for the report (repeatable)",
+     add_to<&Request::patches>},
     {"replay", "CMD", "the command that replays a failure (RC_PARAMS=\"reproduce=...\" CMD)",
      sc::sim::set_text<Request, &Request::replay>},
+    {"case-replay", "CMD", "the command that replays a failure's case file (CMD FILE)",
+     sc::sim::set_text<Request, &Request::case_replay>},
+    {"run-dir", "DIR", "where failures' case files are kept (a fresh folder)",
+     sc::sim::set_text<Request, &Request::run_dir>},
+    {"after-tree", "DIR", "review: the tree with the fix applied as well",
+     sc::sim::set_text<Request, &Request::after_tree>},
+    {"fix", "FILE", "review: the patch under review", sc::sim::set_text<Request, &Request::fix>},
+    {"after-replay", "CMD", "review: --replay for the tree with the fix",
+     sc::sim::set_text<Request, &Request::after_replay>},
+    {"left-out", "TEXT", "review: a patch left out of the base, and why (repeatable)",
+     add_to<&Request::left_out>},
+    {"fixes", "FN", "review: a finding the patch claims to fix (repeatable)",
+     add_to<&Request::fixes>},
+    {"regressions", "DIR", "review: the findings' regression cases (fN_*.json)",
+     sc::sim::set_text<Request, &Request::regressions>},
+    {"claim-failed", "TEXT", "review: a claim found not to hold elsewhere (repeatable)",
+     add_to<&Request::claim_failed>},
 };
 
 const std::string kUsage =
-    "usage: shardcheck-verify --tree DIR [--json] [--only NAME] [--name TREE] [--commit C]\n"
-    "                         [--patch NAME]... [--replay COMMAND]\n" +
-    sc::sim::option_help(sc::sim::texts_of(kOptions), {17, ' '}) +
-    "RC_PARAMS sets the cases and the seed. Exit status: 0 every property passes, 1 one fails,\n"
-    "2 bad input or a tree the worker cannot serve.\n";
+    "usage: shardcheck-verify --tree DIR [options]\n" +
+    sc::sim::option_help(sc::sim::texts_of(kOptions), {19, ' '}) +
+    "RC_PARAMS sets the cases and the seed. Exit status: 0 every property passes (a review:\n"
+    "nothing newly failing and every claim holds), 1 otherwise, 2 bad input or a tree the\n"
+    "worker cannot serve.\n";
 
 int usage(const std::string& why) {
   std::cerr << "shardcheck-verify: " << why << "\n" << kUsage;
   return sc::sim::kExitBadInput;
+}
+
+std::optional<std::string> review_problem(const Request& r) {
+  const bool review = !r.after_tree.empty();
+  if (review && r.fix.empty()) return "--after-tree needs --fix";
+  if (!review && (!r.fix.empty() || !r.fixes.empty() || !r.left_out.empty())) {
+    return "--fix, --fixes and --left-out review a patch: give --after-tree";
+  }
+  for (const std::string& f : r.fixes) {
+    if (f.size() < 2 || f[0] != 'F' || f.find_first_not_of("0123456789", 1) != std::string::npos) {
+      return "--fixes=" + f + ": not a finding id (F1, F2, ...)";
+    }
+  }
+  if (!r.fixes.empty() && r.regressions.empty()) return "--fixes needs --regressions";
+  return std::nullopt;
 }
 
 std::variant<Request, int> parse(const std::vector<std::string>& args) {
@@ -73,100 +119,243 @@ std::variant<Request, int> parse(const std::vector<std::string>& args) {
     return sc::sim::kExitOk;
   }
   if (r.tree.empty()) return usage("no --tree given");
+  if (auto why = review_problem(r)) return usage(*why);
   if (r.replay.empty()) r.replay = "shardcheck-verify --tree " + r.tree;
+  if (r.after_replay.empty()) r.after_replay = "shardcheck-verify --tree " + r.after_tree;
   if (r.name.empty()) r.name = r.tree;
   return r;
 }
 
-// One property's outcome against the tree.
-struct Outcome {
-  const sc::props::Property* property;
-  sc::props::RunOutcome run;
-  std::string replay;
+// One tree to run the table on.
+struct Side {
+  std::string dir;     // the tree the worker loads
+  TreeRun run;         // its name, commit and patches, and the outcomes
+  std::string replay;  // RC_PARAMS="reproduce=..." replay
+  std::string case_dir;
 };
 
-Outcome verify(const sc::props::Property& p, const Request& r) {
-  const std::string id = p.name.substr(0, p.name.find('.')) + "/" +
-                         p.name.substr(p.name.find('.') + 1);
-  sc::props::RunOptions options;
-  options.id = id;
-  const sc::sut::Behaviour variant = sc::props::variant_under_test();
-  Outcome out{&p, sc::props::run_property([&] { p.body(variant); }, options), ""};
-  if (out.run.failed()) {
-    out.replay = "RC_PARAMS=\"reproduce=" + out.run.reproduce + "\" " + r.replay + " --only " +
-                 p.name;
-  }
-  return out;
+// The tree as failure messages name it: "d8b71082 with pr6982, F3".
+std::string label(const TreeRun& run) { return sc::props::real_code_label(run.name, run.patches); }
+
+// Points the case files' provenance (registry.cc's real_code_source) at `side`.
+void describe(const Side& side) {
+  setenv("SC_MEGATRON_NAME", side.run.name.c_str(), 1);
+  setenv("SC_MEGATRON_COMMIT", side.run.commit.c_str(), 1);
+  setenv("SC_MEGATRON_PATCHES", sc::sim::join(side.run.patches, "\n").c_str(), 1);
+  setenv("SC_CASE_DIR", side.case_dir.c_str(), 1);
 }
 
 // A property that a reproduce string (RC_PARAMS="reproduce=...") does not name runs no case:
 // it was not run, which is not a pass.
-bool left_out_by_reproduce(const Outcome& o) {
+bool left_out_by_reproduce(const sc::props::RunOutcome& run) {
   const char* params = std::getenv("RC_PARAMS");
-  return o.run.kind == sc::props::RunOutcome::Kind::kPassed && o.run.cases == 0 &&
+  return run.kind == sc::props::RunOutcome::Kind::kPassed && run.cases == 0 &&
          params != nullptr && std::string(params).find("reproduce=") != std::string::npos;
 }
-constexpr const char* kNotInReproduce = "not in the reproduce string";
+
+Outcome verify(const sc::props::Property& p, const Side& side, const Request& r) {
+  const std::string id = p.name.substr(0, p.name.find('.')) + "/" +
+                         p.name.substr(p.name.find('.') + 1);
+  sc::props::RunOptions options;
+  options.id = id;
+  options.rapidcheck_listener = false;  // each failure prints its one replay line
+  const sc::sut::Behaviour variant = sc::props::variant_under_test();
+  Outcome out;
+  out.property = &p;
+  out.run = sc::props::run_property([&] { p.body(variant); }, options);
+  out.not_run = left_out_by_reproduce(out.run);
+  if (!out.failed()) return out;
+  const fs::path file = fs::path(side.case_dir) / (p.name + ".megatron.json");
+  if (p.check && fs::exists(file)) out.case_file = file.string();
+  out.replay = !out.case_file.empty() && !r.case_replay.empty()
+                   ? r.case_replay + " " + out.case_file
+                   : "RC_PARAMS=\"reproduce=" + out.run.reproduce + "\" " + side.replay +
+                         " --only " + p.name;
+  return out;
+}
+
+// Runs the table on `side` (every property, or --only's).
+void run_table(Side& side, const Request& r) {
+  describe(side);
+  fs::create_directories(side.case_dir);
+  sc::props::RealCodeScope scope({side.dir, false}, label(side.run));
+  for (const sc::props::Property& p : sc::props::all_properties()) {
+    if ((!r.only.empty() && p.name != r.only) || !sc::props::runs_on_real_code(p)) continue;
+    if (!r.json) std::cerr << "running " << p.name << " on " << label(side.run) << "\n";
+    side.run.outcomes.push_back(verify(p, side, r));
+  }
+}
+
+std::vector<const sc::props::Property*> not_on_real_code(const Request& r) {
+  std::vector<const sc::props::Property*> out;
+  for (const sc::props::Property& p : sc::props::all_properties()) {
+    if ((r.only.empty() || p.name == r.only) && !sc::props::runs_on_real_code(p)) out.push_back(&p);
+  }
+  return out;
+}
+
+// The findings' regression cases: {finding id, case file} for every DIR/fN_*.json.
+std::vector<std::pair<std::string, sc::props::CaseFile>> regression_cases(const std::string& dir) {
+  std::vector<std::pair<std::string, sc::props::CaseFile>> out;
+  if (dir.empty()) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const size_t digits = name.find_first_not_of("0123456789", 1);
+    if (name[0] != 'f' || digits == 1 || digits == std::string::npos || name[digits] != '_' ||
+        e.path().extension() != ".json") {
+      continue;
+    }
+    std::ifstream in(e.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    out.emplace_back("F" + name.substr(1, digits - 1), sc::props::parse_case_file(text.str()));
+  }
+  return out;
+}
+
+// Whether `file`'s case fails on the tree now under test; nullopt when it cannot run there.
+std::optional<bool> case_fails(const sc::props::CaseFile& file) {
+  const sc::props::Property* p = sc::props::find_property(file.property);
+  const auto b = sc::sut::behaviour_by_name(file.variant);
+  if (p == nullptr || !p->check || !b) return std::nullopt;
+  sc::props::RunOptions once;
+  once.max_success = 1;
+  once.shrink = false;
+  once.rapidcheck_listener = false;
+  bool not_run = false;
+  const auto r = sc::props::run_property(
+      [&] {
+        try {
+          p->check(file.inputs, *b);
+        } catch (const sc::sim::NotRunAgainstRealCode&) {
+          not_run = true;
+        }
+      },
+      once);
+  if (not_run || r.kind == sc::props::RunOutcome::Kind::kGaveUp) return std::nullopt;
+  return r.failed();
+}
+
+// Names the findings each still-failing property reproduces and checks the claims, on the tree
+// with the fix.
+void judge_after(sc::props::Review& review, const Side& after, const Request& r) {
+  const auto cases = regression_cases(r.regressions);
+  sc::props::RealCodeScope scope({after.dir, false}, label(after.run));
+  for (auto& p : review.properties) {
+    if (p.verdict != sc::props::Verdict::kStillFailing) continue;
+    for (const auto& [finding, file] : cases) {
+      if (file.property == p.after.property->name && case_fails(file).value_or(false)) {
+        p.findings.push_back(finding);
+      }
+    }
+  }
+  for (const std::string& claim : r.fixes) {
+    bool runnable = false;
+    for (const auto& [finding, file] : cases) {
+      if (finding != claim) continue;
+      const auto fails = case_fails(file);
+      runnable |= fails.has_value();
+      if (fails.value_or(false)) {
+        review.claim_failures.push_back(claim + ": its regression case (" + file.property +
+                                        ") still fails with the patch");
+      }
+      for (const auto& p : review.properties) {
+        if (p.after.property->name == file.property && p.after.failed()) {
+          review.claim_failures.push_back(claim + ": " + file.property + " is " +
+                                          sc::props::verdict_text(p.verdict));
+        }
+      }
+    }
+    if (!runnable) {
+      review.claims.push_back(claim + " (no regression case of it runs against real code; its "
+                                      "Megatron-style test decides it)");
+    } else {
+      review.claims.push_back(claim);
+    }
+  }
+}
+
+sc::props::Review review_of(const Side& before, const Side& after, const Request& r) {
+  sc::props::Review review;
+  review.before = before.run;
+  review.after = after.run;
+  review.before.outcomes.clear();
+  review.after.outcomes.clear();
+  review.fix = r.fix;
+  review.left_out = r.left_out;
+  review.claim_failures = r.claim_failed;
+  for (size_t k = 0; k < before.run.outcomes.size(); ++k) {
+    sc::props::ReviewedProperty p;
+    p.before = before.run.outcomes[k];
+    p.after = after.run.outcomes[k];
+    p.verdict = sc::props::verdict_of(p.before, p.after);
+    review.properties.push_back(p);
+  }
+  judge_after(review, after, r);
+  return review;
+}
 
 // What ran on a stand-in rather than on Megatron's own code, in the worker's words.
-std::vector<std::string> stand_ins() {
-  const json& hello = sc::sim::MegatronWorker::of(*sc::props::megatron_tree()).hello();
+std::vector<std::string> stand_ins(const std::string& tree) {
+  const nlohmann::json& hello = sc::sim::MegatronWorker::of({tree, false}).hello();
   return hello.value("stand_ins", std::vector<std::string>());
 }
 
-void print_text(const Request& r, const std::vector<Outcome>& outcomes,
-                const std::vector<const sc::props::Property*>& not_run) {
-  std::cout << "tree " << r.name << (r.commit.empty() ? "" : " at " + r.commit)
-            << (r.patches.empty() ? "" : " with " + sc::sim::join(r.patches, ", ")) << "\n";
-  std::cout << "stand-ins (not Megatron's code):\n";
-  for (const std::string& s : stand_ins()) std::cout << "  - " << s << "\n";
-  int passed = 0, failed = 0, left_out = 0;
-  for (const Outcome& o : outcomes) {
-    if (left_out_by_reproduce(o)) {
-      std::cout << "NOT RUN  " << o.property->name << ": " << kNotInReproduce << "\n";
-      ++left_out;
-      continue;
-    }
-    const bool gave_up = o.run.kind == sc::props::RunOutcome::Kind::kGaveUp;
-    const char* verdict = o.run.failed() ? "FAIL" : gave_up ? "GAVE UP" : "PASS";
-    std::cout << verdict << "  " << o.property->name << "  (" << o.run.cases << " cases)\n";
-    (o.run.kind == sc::props::RunOutcome::Kind::kPassed ? passed : failed) += 1;
-    if (!o.run.failed()) continue;
-    std::cout << "  counterexample:\n" << o.run.counterexample << "  failure: "
-              << o.run.description << "\n  replay: " << o.replay << "\n";
+// The worker can serve `tree`, or the exit status after saying why not.
+std::optional<int> unservable(const std::string& tree) {
+  try {
+    sc::sim::MegatronWorker::of({tree, false}).hello();
+  } catch (const sc::sim::MegatronUnavailable& e) {
+    std::cerr << "shardcheck-verify: --tree " << tree << ": " << e.what() << "\n";
+    return sc::sim::kExitBadInput;
   }
-  for (const auto* p : not_run) {
-    std::cout << "NOT RUN  " << p->name << ": " << p->not_on_real_code << "\n";
-  }
-  std::cout << "summary: " << passed << " passed, " << failed << " failed or gave up, "
-            << not_run.size() + left_out << " not run\n";
+  return std::nullopt;
 }
 
-json report_json(const Request& r, const std::vector<Outcome>& outcomes,
-                 const std::vector<const sc::props::Property*>& not_run) {
-  json properties = json::array(), skipped = json::array();
-  int passed = 0, failed = 0;
-  for (const Outcome& o : outcomes) {
-    if (left_out_by_reproduce(o)) {
-      skipped.push_back({{"name", o.property->name}, {"why", kNotInReproduce}});
-      continue;
-    }
-    const bool ok = o.run.kind == sc::props::RunOutcome::Kind::kPassed;
-    (ok ? passed : failed) += 1;
-    properties.push_back({{"name", o.property->name},
-                          {"passed", ok},
-                          {"cases", o.run.cases},
-                          {"counterexample", ok ? json(nullptr) : json(o.run.counterexample)},
-                          {"failure", ok ? json(nullptr) : json(o.run.description)},
-                          {"replay", ok ? json(nullptr) : json(o.replay)}});
+std::string fresh_run_dir(const Request& r) {
+  if (!r.run_dir.empty()) return r.run_dir;
+  std::string pattern = (fs::temp_directory_path() / "shardcheck-verify.XXXXXX").string();
+  const char* made = mkdtemp(pattern.data());
+  return made == nullptr ? "shardcheck-verify-run" : made;
+}
+
+int run_once(const Request& r, const std::string& run_dir) {
+  Side side{r.tree, {r.name, r.commit, r.patches, {}}, r.replay, run_dir};
+  run_table(side, r);
+  const auto skipped = not_on_real_code(r);
+  if (r.json) {
+    nlohmann::json out = sc::props::run_json(side.run, stand_ins(r.tree), skipped);
+    out["run_dir"] = run_dir;
+    std::cout << out.dump(2) << "\n";
+  } else {
+    sc::props::print_run(std::cout, side.run, stand_ins(r.tree), skipped);
   }
-  for (const auto* p : not_run) {
-    skipped.push_back({{"name", p->name}, {"why", p->not_on_real_code}});
+  for (const Outcome& o : side.run.outcomes) {
+    if (!o.failed()) continue;
+    if (!r.json) std::cout << "cases of the failures: " << run_dir << "\n";
+    return sc::sim::kExitCheckFailed;
   }
-  return {{"tree", r.name},         {"commit", r.commit.empty() ? json(nullptr) : json(r.commit)},
-          {"patches", r.patches},   {"properties", properties},
-          {"passed", passed},       {"failed", failed},
-          {"not_run", skipped},     {"stand_ins", stand_ins()}};
+  return sc::sim::kExitOk;
+}
+
+int run_review(const Request& r, const std::string& run_dir) {
+  std::vector<std::string> with_fix = r.patches;
+  with_fix.push_back(r.fix);
+  Side before{r.tree, {r.name, r.commit, r.patches, {}}, r.replay, run_dir + "/before"};
+  Side after{r.after_tree, {r.name, r.commit, with_fix, {}}, r.after_replay, run_dir + "/after"};
+  run_table(before, r);
+  run_table(after, r);
+  const sc::props::Review review = review_of(before, after, r);
+  const auto skipped = not_on_real_code(r);
+  if (r.json) {
+    nlohmann::json out = sc::props::review_json(review, skipped);
+    out["run_dir"] = run_dir;
+    std::cout << out.dump(2) << "\n";
+  } else {
+    sc::props::print_review(std::cout, review, skipped);
+    std::cout << "cases of the failures: " << run_dir << "\n";
+  }
+  return review.failed() ? sc::sim::kExitCheckFailed : sc::sim::kExitOk;
 }
 
 }  // namespace
@@ -182,30 +371,15 @@ int main(int argc, char** argv) {
   setenv("SC_MEGATRON_TREE", r.tree.c_str(), 1);
   if (std::getenv("SC_VARIANT") == nullptr) setenv("SC_VARIANT", "upstream", 1);
   sc::props::configure_generation();
+  if (auto status = unservable(r.tree)) return *status;
+  if (!r.after_tree.empty()) {
+    if (auto status = unservable(r.after_tree)) return *status;
+  }
   try {
-    sc::sim::MegatronWorker::of(*sc::props::megatron_tree()).hello();
-  } catch (const sc::sim::MegatronUnavailable& e) {
-    std::cerr << "shardcheck-verify: --tree " << r.tree << ": " << e.what() << "\n";
-    return sc::sim::kExitBadInput;
+    regression_cases(r.regressions);
+  } catch (const std::exception& e) {
+    return usage("--regressions=" + r.regressions + ": " + e.what());
   }
-  std::vector<Outcome> outcomes;
-  std::vector<const sc::props::Property*> not_run;
-  for (const sc::props::Property& p : sc::props::all_properties()) {
-    if (!r.only.empty() && p.name != r.only) continue;
-    if (!sc::props::runs_on_real_code(p)) {
-      not_run.push_back(&p);
-      continue;
-    }
-    if (!r.json) std::cerr << "running " << p.name << "\n";
-    outcomes.push_back(verify(p, r));
-  }
-  if (r.json) {
-    std::cout << report_json(r, outcomes, not_run).dump(2) << "\n";
-  } else {
-    print_text(r, outcomes, not_run);
-  }
-  for (const Outcome& o : outcomes) {
-    if (o.run.kind != sc::props::RunOutcome::Kind::kPassed) return sc::sim::kExitCheckFailed;
-  }
-  return sc::sim::kExitOk;
+  const std::string run_dir = fresh_run_dir(r);
+  return r.after_tree.empty() ? run_once(r, run_dir) : run_review(r, run_dir);
 }

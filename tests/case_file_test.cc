@@ -200,6 +200,26 @@ TEST(CaseFile, MapLocationRoundTripsAndOnlyCpuIsKnown) {
             std::string::npos);
 }
 
+// A case that failed against real code names its tree, commit and patches; shardcheck-replay
+// refuses to run it on the port unless told to (it would replay the port, not that tree).
+TEST(CaseFile, ARealCodeCaseNamesItsTreeAndIsNotReplayedOnThePort) {
+  CaseFile f = parse_case_file(read(kSeedCase));
+  f.megatron = RealCodeSource{"megatron-lm-d8b71082.tar.gz", "d8b71082", {"/p/pr6982.patch"}};
+  const std::string text = to_json(f);
+  const CaseFile back = parse_case_file(text);
+  ASSERT_TRUE(back.megatron);
+  EXPECT_EQ(back.megatron->tree, "megatron-lm-d8b71082.tar.gz");
+  EXPECT_EQ(back.megatron->commit, "d8b71082");
+  EXPECT_EQ(back.megatron->patches, std::vector<std::string>{"/p/pr6982.patch"});
+  EXPECT_NE(error_in(text, "\"commit\": \"d8b71082\"", "\"commit\": 1").find("megatron.commit"),
+            std::string::npos);
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / "sc_case_file_test_real_code.json";
+  std::ofstream(file) << text;
+  EXPECT_EQ(replay(file.string()), 2);
+  EXPECT_EQ(replay(file.string() + " --variant=upstream"), 1);
+}
+
 TEST(CaseFile, MalformedCommandsNameTheField) {
   const std::string f4 =
       read(std::string(SC_SOURCE_DIR) + "/tests/regressions/f4_hdo_load_reload_save_stale_master.json");
@@ -282,11 +302,12 @@ TEST(CaseFileReplay, AFailingPropertyWritesACaseFileThatReplaysToTheFailure) {
   ASSERT_TRUE(failure.failed());
   const std::string file = (dir / (name + ".upstream.json")).string();
   ASSERT_TRUE(std::filesystem::exists(file)) << file;
-  // The log of the shrunk case names the file and holds its JSON.
+  // The log of the shrunk case names the file and its replay; the JSON is in the file only.
   EXPECT_NE(failure.description.find("shardcheck-replay " + file), std::string::npos)
       << failure.description;
   const CaseFile f = parse_case_file(read(file));
-  EXPECT_NE(failure.description.find(to_json(f)), std::string::npos) << failure.description;
+  EXPECT_EQ(failure.description.find(to_json(f)), std::string::npos) << failure.description;
+  EXPECT_FALSE(f.megatron) << "a port failure names no Megatron tree";
   EXPECT_EQ(f.inputs.c.params.size(), 1u);
   EXPECT_EQ(replay(file), 1);
   EXPECT_EQ(replay(file + " --variant=pr6982"), 0);

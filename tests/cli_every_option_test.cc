@@ -187,6 +187,8 @@ TEST(CliEveryOption, ShardcheckVerify) {
   // worker starts (each start costs seconds).
   const std::string tree = "--tree=" + kSource + "/docs";
   const std::string refused = tree + " --only=No.Such";
+  const std::string review = refused + " --after-tree=" + kSource + "/docs --fix=fix.patch" +
+                             " --regressions=" + kSource + "/tests/regressions";
   expect_every_option(SC_VERIFY_EXE,
                       {{"tree", "", kSource + "/docs", 2, {"/no/such/tree"}},
                        {"only", tree, "ShardBuilderDiff.PortRangesEqualModelOnEveryRank", 2,
@@ -194,7 +196,17 @@ TEST(CliEveryOption, ShardcheckVerify) {
                        {"name", refused, "seed", 2, {}},
                        {"commit", refused, "d8b71082", 2, {}},
                        {"patch", refused, "pr6982.patch", 2, {}},
-                       {"replay", refused, "scripts/verify-megatron", 2, {}}},
+                       {"replay", refused, "scripts/verify-megatron", 2, {}},
+                       {"case-replay", refused, "scripts/verify-megatron --case", 2, {}},
+                       {"run-dir", refused, "verify-run", 2, {}},
+                       {"after-tree", refused + " --fix=fix.patch", kSource + "/docs", 2, {}},
+                       {"fix", refused + " --after-tree=" + kSource + "/docs", "fix.patch", 2,
+                        {}},
+                       {"after-replay", refused, "scripts/verify-megatron", 2, {}},
+                       {"left-out", refused, "F3: why", 2, {}},
+                       {"fixes", review, "F3", 2, {"X3", "F"}},
+                       {"regressions", refused, kSource + "/tests/regressions", 2, {}},
+                       {"claim-failed", refused, "F3: why", 2, {}}},
                       {{"json", refused, 2}});
 }
 

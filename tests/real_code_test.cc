@@ -74,11 +74,11 @@ TEST_F(RealCode, ThePristineSnapshotFailsTheLeafPropertyOnTheSeedsMinimalCase) {
   const std::string shrunk = leaf->at("counterexample");
   EXPECT_TRUE(std::regex_search(shrunk, std::regex(R"(dp=1 .*params=\[p\d+:fp32\[1\] g0 c0\])")))
       << shrunk;
-  EXPECT_NE(leaf->at("replay").get<std::string>().find("reproduce="), std::string::npos);
+  EXPECT_EQ(leaf->at("replay").get<std::string>().rfind("scripts/verify-megatron --case ", 0), 0u);
   EXPECT_NE(leaf->at("failure").get<std::string>().find("is_leaf=0"), std::string::npos);
   // Its reproduce string runs that property alone: the others are not run, not passed.
-  const std::string replay = leaf->at("replay");
-  const std::string params = replay.substr(0, replay.find("\" ") + 1);
+  const std::string params =
+      "RC_PARAMS=\"reproduce=" + leaf->at("reproduce").get<std::string>() + "\"";
   const auto again = testing::run_command(params + " " + verify_command() + " " + archive_ +
                                           " 2>/dev/null");
   EXPECT_EQ(again.status, 1) << again.output;
@@ -105,7 +105,8 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
   const auto r =
       verify(archive_ + " --patch " + std::string(SC_SOURCE_DIR) + "/patches/pr6982.patch");
   const json report = json::parse(r.output);
-  EXPECT_EQ(report.at("patches"), json::array({"pr6982.patch"}));
+  EXPECT_EQ(report.at("patches"),
+            json::array({std::string(SC_SOURCE_DIR) + "/patches/pr6982.patch"}));
   for (const char* name : {kLeaf, kConstructs}) {
     const json* p = property(report, name);
     ASSERT_NE(p, nullptr) << name;
@@ -146,6 +147,132 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
                                "then "), std::string::npos) << failed.at(f6);
   EXPECT_FALSE(report.at("stand_ins").empty());
   EXPECT_FALSE(report.at("not_run").empty());
+}
+
+// The line after "  failure:" in a text report: the failure's first message line.
+std::string first_failure_line(const std::string& report) {
+  const size_t at = report.find("  failure:\n");
+  if (at == std::string::npos) return "";
+  const size_t start = report.find_first_not_of(' ', at + 12);
+  return report.substr(start, report.find('\n', start) - start);
+}
+
+// A failure against real code names the tree and its patches, never the port; its case is kept
+// in the run's own folder with the tree, commit and patches it ran on; its one replay line, run
+// as printed from the project's root, replays that case on that tree and fails the same way.
+TEST_F(RealCode, TheReplayLineOfARealCodeFailureFailsTheSameWay) {
+  const std::string save_load = "HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption";
+  const std::string seed_fix = std::string(SC_SOURCE_DIR) + "/patches/pr6982.patch";
+  const auto r = testing::run_command("RC_PARAMS='max_success=15 seed=7' " + verify_command() +
+                                      " " + trees_ + "/d8b71082 --patch " + seed_fix +
+                                      " --only " + save_load + " 2>&1");
+  ASSERT_EQ(r.status, 1) << r.output;
+  for (const char* port_words : {"variant upstream", ": port ", ".upstream.json",
+                                 "shardcheck-replay", "RapidCheck"}) {
+    EXPECT_EQ(r.output.find(port_words), std::string::npos) << port_words << " in\n" << r.output;
+  }
+  const std::string failure = first_failure_line(r.output);
+  EXPECT_EQ(failure.rfind("megatron d8b71082 with pr6982: ", 0), 0u) << r.output;
+  const size_t at = r.output.find("  replay: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string replay = r.output.substr(at + 10, r.output.find('\n', at) - at - 10);
+  const std::string file = replay.substr(replay.rfind(' ') + 1);
+  ASSERT_EQ(replay, "scripts/verify-megatron --case " + file) << r.output;
+  EXPECT_EQ(file.find(std::string(SC_SOURCE_DIR)), std::string::npos) << "not in the checkout";
+  EXPECT_EQ(fs::path(file).filename(), save_load + ".megatron.json");
+  std::ifstream in(file);
+  const json recorded = json::parse(in).at("megatron");
+  EXPECT_EQ(recorded.at("tree"), trees_ + "/d8b71082");
+  EXPECT_EQ(recorded.at("commit"), "d8b71082ea7033974703a101ded49a359b773458");
+  EXPECT_EQ(recorded.at("patches"), json::array({seed_fix}));
+  const auto again = testing::run_command("cd " + std::string(SC_SOURCE_DIR) + " && SC_BUILD_DIR=" +
+                                          SC_BUILD_DIR + " " + replay + " 2>&1");
+  EXPECT_EQ(again.status, 1) << again.output;
+  EXPECT_NE(again.output.find(failure), std::string::npos) << failure << "\nnot in\n"
+                                                           << again.output;
+  fs::remove_all(fs::path(file).parent_path());
+}
+
+// verify-megatron --review judges one patch alone: the base is the seed fix and every finding's
+// patch that changes none of its functions. A wrong fix of F3 (host copies taken from main params
+// that are stale after a reload) leaves F3's property failing, named by F3's regression case, and
+// F3's claim unmet; F3's own patch is "fixed by the patch" with nothing newly failing; a refactor
+// of hybrid_optimizer.py that changes no behaviour has nothing newly failing.
+class Review : public RealCode {
+ protected:
+  // The whole table at a few cases, or one property at `cases`.
+  testing::CommandResult review(const std::string& patch, const std::string& more = "",
+                                int cases = 6) {
+    return testing::run_command("RC_PARAMS='max_success=" + std::to_string(cases) + " seed=7' " +
+                                verify_command() + " " + trees_ + "/d8b71082 --review " + patch +
+                                " " + more + " 2>/dev/null");
+  }
+  static constexpr const char* kCommands =
+      " --only HybridOptimizerState.CommandSequencesMatchTheReference";
+  static std::string ours(const std::string& path) { return std::string(SC_SOURCE_DIR) + path; }
+};
+
+TEST_F(Review, AWrongFixOfF3IsStillFailingWithItsCaseAndItsClaimUnmet) {
+  const auto r = review(ours("/tests/review/f3-host-copies-from-stale-main-params.patch"),
+                        std::string("--fixes F3") + kCommands, 20);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("left out of the base: F3-hdo-reload-keeps-stale-host-copies.patch: it "
+                          "changes megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py::"
+                          "HybridDeviceOptimizer.update_fp32_param_by_new_param"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("STILL FAILING  HybridOptimizerState.CommandSequencesMatchTheReference"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("reproduces the regression case of F3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  case:\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CLAIM NOT MET  F3: its regression case"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("summary: 0 newly failing, 0 fixed by the patch, 1 still failing"),
+            std::string::npos) << r.output;
+}
+
+TEST_F(Review, F3sOwnPatchIsFixedByThePatchWithNothingNewlyFailing) {
+  const auto r = review(ours("/patches/F3-hdo-reload-keeps-stale-host-copies.patch"),
+                        std::string("--fixes F3 --json") + kCommands, 20);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json report = json::parse(r.output);
+  EXPECT_FALSE(report.at("failed").get<bool>());
+  EXPECT_TRUE(report.at("claim_failures").empty()) << report.at("claim_failures");
+  int fixed = 0;
+  for (const json& p : report.at("properties")) {
+    EXPECT_NE(p.at("verdict"), "newly failing") << p.dump(2);
+    if (p.at("verdict") == "fixed by the patch") {
+      EXPECT_EQ(p.at("name"), "HybridOptimizerState.CommandSequencesMatchTheReference");
+      EXPECT_EQ(p.at("before").at("case").at("megatron").at("patches").size(), 12u)
+          << "the seed fix and eleven findings' patches: all but F3's";
+      ++fixed;
+    }
+  }
+  EXPECT_EQ(fixed, 1) << r.output;
+}
+
+TEST_F(Review, ARefactorThatChangesNoBehaviourHasNothingNewlyFailing) {
+  const auto r = review(ours("/tests/review/hybrid-optimizer-refactor.patch"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("summary: 0 newly failing, 0 fixed by the patch"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("verdict: nothing newly failing"), std::string::npos) << r.output;
+}
+
+// A review's bad input exits 2 with one line: a fix that does not apply, a claim that names no
+// finding, --fixes without --review.
+TEST_F(Review, BadInputExitsTwo) {
+  const std::string bad = trees_ + "/review-bad.patch";
+  std::ofstream(bad) << "--- a/megatron/core/nothing.py\n+++ b/megatron/core/nothing.py\n"
+                        "@@ -1,1 +1,1 @@\n-x\n+y\n";
+  for (const std::string& args :
+       {" --review " + bad, " --review " + ours("/patches/F3-hdo-reload-keeps-stale-host-copies.patch") +
+                                " --fixes X3 --patch " + ours("/patches/pr6982.patch"),
+        std::string(" --fixes F3")}) {
+    const auto r = testing::run_command(verify_command() + " " + trees_ + "/d8b71082" + args +
+                                        " 2>&1 >/dev/null");
+    EXPECT_EQ(r.status, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("verify-megatron: "), std::string::npos) << args << ": " << r.output;
+  }
 }
 
 // Each finding's patch alone (patches/FN-*.patch on the seed fix, unpacked by

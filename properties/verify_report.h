@@ -1,0 +1,70 @@
+// What shardcheck-verify prints: one run of the property table against a Megatron tree, or a
+// review (the same table with the same seed on a tree before and after a patch).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "properties/registry.h"
+#include "properties/run.h"
+
+namespace sc::props {
+
+// One property's outcome against one tree.
+struct Outcome {
+  const Property* property = nullptr;
+  RunOutcome run;
+  bool not_run = false;     // left out by a reproduce string (RC_PARAMS="reproduce=...")
+  std::string case_file;    // the shrunk case's file, when the property writes one
+  std::string replay;       // the one command that replays the failure against the same tree
+  bool failed() const { return !not_run && run.kind != RunOutcome::Kind::kPassed; }
+};
+
+// A tree as the report names it.
+struct TreeRun {
+  std::string name;    // the tree as the user named it
+  std::string commit;  // empty when unknown
+  std::vector<std::string> patches;  // paths, in the order applied
+  std::vector<Outcome> outcomes;
+};
+
+// The run's header, every property with its failure, the properties that do not run against real
+// code, and a summary table.
+void print_run(std::ostream& out, const TreeRun& run, const std::vector<std::string>& stand_ins,
+               const std::vector<const Property*>& not_on_real_code);
+nlohmann::json run_json(const TreeRun& run, const std::vector<std::string>& stand_ins,
+                        const std::vector<const Property*>& not_on_real_code);
+
+// A review's verdict on one property.
+enum class Verdict { kNewlyFailing, kFixed, kStillFailing, kPassesBoth, kNotRun };
+Verdict verdict_of(const Outcome& before, const Outcome& after);
+const char* verdict_text(Verdict v);
+
+struct ReviewedProperty {
+  Outcome before, after;
+  Verdict verdict = Verdict::kNotRun;
+  std::vector<std::string> findings;  // known findings whose regression case fails after
+};
+
+struct Review {
+  TreeRun before, after;  // outcomes unused: see properties
+  std::string fix;        // the patch under review
+  std::vector<std::string> left_out;  // base patches left out, each with why
+  std::vector<std::string> claims;    // --fixes FN
+  std::vector<std::string> claim_failures;  // why a claim does not hold, one line each
+  std::vector<ReviewedProperty> properties;
+  bool failed() const;  // anything newly failing, or a claim that does not hold
+};
+
+void print_review(std::ostream& out, const Review& review,
+                  const std::vector<const Property*>& not_on_real_code);
+nlohmann::json review_json(const Review& review,
+                           const std::vector<const Property*>& not_on_real_code);
+
+// The parameters of a case file as a table (name, shape, dtype, marks) under its configuration
+// line, each line indented by `indent`; "" when the file cannot be read.
+std::string case_table(const std::string& case_file, const std::string& indent);
+
+}  // namespace sc::props
