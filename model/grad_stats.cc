@@ -22,11 +22,11 @@ float times(const CaseSpec& spec, const ParamSpec& param, float x, float factor)
 
 DType main_grad_dtype(const CaseSpec& spec, const ParamSpec& param) {
   if (!spec.precision_aware) return DType::kFloat32;
-  return spec.grad_reduce_in_fp32 ? DType::kFloat32 : param.dtype;
+  return grad_buffer_dtype(spec, param);
 }
 
 float main_grad(const CaseSpec& spec, const ParamSpec& param, float x, const StepInputs& in) {
-  const DType buffer = spec.grad_reduce_in_fp32 ? DType::kFloat32 : param.dtype;
+  const DType buffer = grad_buffer_dtype(spec, param);
   float g = round_to(buffer, x);
   if (in.inv_scale != 1.0f) g = times(spec, param, g, in.inv_scale);
   if (in.clip_coeff < 1.0) {

@@ -30,7 +30,7 @@ std::vector<BufferParams> group_params_for_buffers(const CaseSpec& spec) {
     for (int i = 0; i < static_cast<int>(spec.params.size()); ++i) {
       const ParamSpec& p = spec.params[i];
       if (p.chunk != chunk) continue;
-      BufferKey key{p.dtype, spec.grad_reduce_in_fp32 ? DType::kFloat32 : p.dtype, p.is_expert};
+      BufferKey key{p.dtype, grad_buffer_dtype(spec, p), p.is_expert};
       auto it = buffers.begin() + first;
       while (it != buffers.end() && !(it->key == key)) ++it;
       if (it == buffers.end()) {

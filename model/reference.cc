@@ -73,7 +73,7 @@ RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
 bool grads_non_finite(const CaseSpec& spec, Instance instance, const StepInputs& in) {
   for (size_t p = 0; p < spec.params.size(); ++p) {
     if (spec.params[p].is_expert != (instance == Instance::kExpert)) continue;
-    const DType grad_dtype = spec.grad_reduce_in_fp32 ? DType::kFloat32 : spec.params[p].dtype;
+    const DType grad_dtype = grad_buffer_dtype(spec, spec.params[p]);
     for (float x : in.grads.at(p)) {
       if (!std::isfinite(round_to(grad_dtype, x))) return true;
     }

@@ -11,6 +11,10 @@ int64_t ParamSpec::numel() const {
   return n;
 }
 
+DType grad_buffer_dtype(const CaseSpec& spec, const ParamSpec& param) {
+  return spec.grad_reduce_in_fp32 ? DType::kFloat32 : param.dtype;
+}
+
 std::optional<int64_t> chunk_bucket_size(const CaseSpec& spec, int chunk) {
   if (spec.bucket_first_chunk_only && chunk > 0) return std::nullopt;
   return spec.bucket_size;

@@ -64,6 +64,10 @@ struct CaseSpec {
 // the first when spec.bucket_first_chunk_only.
 std::optional<int64_t> chunk_bucket_size(const CaseSpec& spec, int chunk);
 
+// The dtype of `param`'s grad buffer, and so of its `main_grad`: fp32 with grad_reduce_in_fp32,
+// else the parameter's own.
+DType grad_buffer_dtype(const CaseSpec& spec, const ParamSpec& param);
+
 // Empty when `spec` satisfies the invariants above, else a message naming the first violation.
 std::optional<std::string> validate(const CaseSpec& spec);
 

@@ -54,9 +54,9 @@ void expect_model_equal(const HybridModel& m, const HybridSut& s, const char* af
       const std::vector<float>& want = m.ref->model_piece(g, i);
       for (size_t k = 0; k < got.size(); ++k) {
         if (std::memcmp(&got[k], &want[k], sizeof(float)) != 0) {
-          RC_LOG() << "variant " << s.behaviour.name << ": after " << after << ", "
+          RC_LOG() << under_test(s.behaviour) << ": after " << after << ", "
                    << m.c->params[m.plan->groups[g].installed[i].param].name << " element "
-                   << k << " of its piece: port " << got[k] << ", reference " << want[k] << "\n";
+                   << k << " of its piece: " << tested_side() << " " << got[k] << ", reference " << want[k] << "\n";
           RC_FAIL("model parameter differs from the reference");
         }
       }

@@ -20,6 +20,7 @@
 #include "properties/scaler_props.h"
 #include "properties/shape_props.h"
 #include "properties/step_flow_props.h"
+#include "properties/training_props.h"
 #include "properties/support.h"
 
 namespace sc::props {
@@ -453,6 +454,31 @@ std::vector<Property> step_flow_properties() {
                 "scaler runs inside the step-flow property")};
 }
 
+Check training(TrainingClaim claim) {
+  return [claim](const CaseInputs& in, const sut::Behaviour& b) {
+    run_training_property(in.c, in.schedule, b, claim);
+  };
+}
+
+std::vector<Property> training_loop_properties() {
+  return {
+      replayable("TrainingLoop.EveryParamReceivesItsGradThroughDdp",
+                 "in a training loop (the parameters in a module under DDP's grad hooks; each "
+                 "step's gradient from a forward and backward pass), after construction and "
+                 "after every step every parameter is a leaf that requires grad, DDP's hook "
+                 "leaves `.grad` None and exactly the gradient in `main_grad`, and every piece "
+                 "equals the reference bit for bit",
+                 {"TRAIN-seed-fix-detaches-param", "TRAIN-zero-skips-expert-buffers"},
+                 case_and_schedule, training(TrainingClaim::kGradsReachMainGrads)),
+      replayable("TrainingLoop.ZeroGradClearsWhatTheNextBackwardAddsTo",
+                 "in a training loop, two backward passes add up in `main_grad` (in its dtype), "
+                 "and after the train step's zeroing (each chunk's `zero_grad_buffer`, then "
+                 "`zero_grad`) the next backward leaves exactly its own gradient",
+                 {"TRAIN-zero-skips-expert-buffers", "TRAIN-seed-fix-detaches-param"},
+                 case_and_schedule, training(TrainingClaim::kZeroGradClearsAccumulation)),
+  };
+}
+
 std::vector<Property> checkpoint_properties() {
   return {
       port_only(replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
@@ -571,7 +597,8 @@ const std::vector<Property>& all_properties() {
   static const std::vector<Property> kAll = [] {
     std::vector<Property> out;
     for (auto part : {model_laws, shard_builder_properties, hybrid_optimizer_properties,
-                      whole_param_properties, step_flow_properties, checkpoint_properties,
+                      whole_param_properties, step_flow_properties, training_loop_properties,
+                      checkpoint_properties,
                       kernel_and_stream_properties,
                       real_code_properties}) {
       for (Property& p : part()) out.push_back(std::move(p));

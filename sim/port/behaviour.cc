@@ -207,6 +207,8 @@ const std::vector<Behaviour>& all_mutants() {
     add("CLIP-pa-reads-grad", &Behaviour::mutant_clip_pa_reads_grad);
     add("ZEROS-counted-before-clipping", &Behaviour::mutant_zeros_before_clipping);
     add("CLIP-before-unscale", &Behaviour::mutant_clip_before_unscale);
+    add("TRAIN-seed-fix-detaches-param", &Behaviour::mutant_detach_model_param);
+    add("TRAIN-zero-skips-expert-buffers", &Behaviour::mutant_zero_grad_buffer_skips_expert);
     // Mutants of the pipelined offload, on its variant.
     Behaviour pipelined = *composed("patched+pipelined");
     pipelined.is_mutant = true;

@@ -204,6 +204,14 @@ struct Behaviour {
   bool mutant_zeros_before_clipping = false;
   // the norm taken and the grads clipped before the loss scale is taken out.
   bool mutant_clip_before_unscale = false;
+  // Mutants of the training loop (Target::training_loop): TRAIN-seed-fix-detaches-param, a wrong
+  // fix of the seed bug that detaches the fp32 model parameter itself in place before slicing
+  // its shard (construction, leafness, aliasing and steps stay right; the parameter no longer
+  // receives gradients);
+  bool mutant_detach_model_param = false;
+  // TRAIN-zero-skips-expert-buffers: DDP's zero_grad_buffer zeroes `self.buffers` only, so the
+  // expert buffers' main grads accumulate across iterations.
+  bool mutant_zero_grad_buffer_skips_expert = false;
   // True for re-injected known bugs, which exist only to be killed by the suite.
   bool is_mutant = false;
 };

@@ -211,6 +211,7 @@ void DistributedOptimizer::build_model_and_main_param_groups() {
         shard_fp32_from_float16_this.push_back(shard_main_param);
       } else if (type == "torch.cuda.FloatTensor") {
         torch::Tensor source = behaviour_.detach_fp32_shard ? model_param.detach() : model_param;
+        if (behaviour_.mutant_detach_model_param) source = model_param.detach_();
         torch::Tensor shard_model_param =
             source.view(-1).slice(0, param_range.start, param_range.end);
         model_fp32_this.push_back(param);

@@ -23,6 +23,8 @@ struct ModelParam {
   bool shared_embedding = false;  // `param.shared_embedding`
   bool allreduce = true;          // `param.allreduce`; False for expert parameters
   torch::Tensor main_grad;        // set by the buffer
+  // `param.grad_added_to_main_grad`: set by DDP (false), read by its backward post-hook.
+  bool grad_added_to_main_grad = false;
   torch::Tensor main_param;       // set by DistributedOptimizer for 16-bit params (may be None)
   bool main_param_sharded = false;
 };

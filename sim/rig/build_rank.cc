@@ -19,7 +19,7 @@ std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::Cas
                                           const StreamSchedule& schedule) {
   if (!target.megatron) {
     return std::make_unique<RankRig>(spec, instance, rank, target.behaviour, target.device,
-                                     initial, schedule);
+                                     initial, schedule, target.training_loop);
   }
   // The real code's streams are checked by the worker's stream-order checker on the host
   // stand-in; on CUDA they are real streams, whose order nothing here records.
@@ -29,7 +29,8 @@ std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::Cas
   }
   MegatronTarget where = *target.megatron;
   where.cuda = target.device.is_cuda();
-  return make_megatron_rank(where, spec, instance, rank, initial, schedule.simulate);
+  return make_megatron_rank(where, spec, instance, rank, initial, schedule.simulate,
+                            target.training_loop);
 }
 
 double group_weight_decay(int group) { return group % 2 == 0 ? 0.1 : 0.0; }

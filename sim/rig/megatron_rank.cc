@@ -136,22 +136,25 @@ class MegatronRank final : public RankUnderTest {
  public:
   MegatronRank(const MegatronTarget& target, const model::CaseSpec& spec,
                model::Instance instance, int64_t rank, const ParamValues& initial,
-               bool check_stream_order)
+               bool check_stream_order, bool training_loop)
       : worker_(&MegatronWorker::of(target)),
         spec_(spec),
         instance_(instance),
-        initial_(initial) {
+        initial_(initial),
+        training_loop_(training_loop) {
     json values = json::array();
     for (const auto& v : initial) values.push_back(to_bits(v));
     json wd = json::array();
     for (int g = 0; g < spec.num_groups(); ++g) wd.push_back(group_weight_decay(g));
     handle_ = worker_->next_handle();
+    json c = case_request(spec);
+    if (training_loop) c["training"] = true;
     const json reply = worker_->request(
         {{"op", "build"},
          {"handle", handle_},
          {"instance", instance == model::Instance::kExpert ? "expert" : "dense"},
          {"rank", rank},
-         {"case", case_request(spec)},
+         {"case", std::move(c)},
          {"initial", std::move(values)},
          {"group_weight_decay", std::move(wd)},
          {"check_stream_order", check_stream_order}});
@@ -178,7 +181,21 @@ class MegatronRank final : public RankUnderTest {
     send({{"op", "step"},
           {"grads", std::move(grads)},
           {"hyper", std::move(hyper)},
-          {"found_inf_elsewhere", model::grads_non_finite(spec_, instance_, in)}});
+          {"found_inf_elsewhere", model::grads_non_finite(spec_, instance_, in)},
+          {"main_grads_from_backward", training_loop_}});
+  }
+  std::vector<ObservedGrad> backward(const std::vector<std::vector<float>>& grads) override {
+    json g = json::array();
+    for (const auto& v : grads) g.push_back(to_bits(v));
+    observed_.reset();
+    const json r = worker_->request({{"op", "backward"}, {"handle", handle_}, {"grads", g}});
+    std::vector<ObservedGrad> out;
+    for (const json& p : r.at("params")) {
+      out.push_back(ObservedGrad{p.at("param").get<int>(), p.at("requires_grad").get<bool>(),
+                                 p.at("is_leaf").get<bool>(), p.at("grad_is_none").get<bool>(),
+                                 from_bits(p.at("main_grad"))});
+    }
+    return out;
   }
   void use_grad_scaler(const model::GradScalerConfig& c) override {
     send({{"op", "use_grad_scaler"},
@@ -324,6 +341,7 @@ class MegatronRank final : public RankUnderTest {
   int64_t handle_ = 0;
   uint64_t generation_ = 0;
   ParamValues initial_;
+  bool training_loop_ = false;
   RankObservation obs_;
   mutable std::optional<json> observed_;
 };
@@ -366,10 +384,11 @@ std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                                   const model::CaseSpec& spec,
                                                   model::Instance instance, int64_t rank,
                                                   const ParamValues& initial,
-                                                  bool check_stream_order) {
+                                                  bool check_stream_order,
+                                                  bool training_loop) {
   if (const auto bad = check_initial_values(spec, initial)) throw std::invalid_argument(*bad);
   return std::make_unique<MegatronRank>(target, spec, instance, rank, initial,
-                                        check_stream_order);
+                                        check_stream_order, training_loop);
 }
 
 }  // namespace sc::sim

@@ -29,7 +29,8 @@ std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                                   const model::CaseSpec& spec,
                                                   model::Instance instance, int64_t rank,
                                                   const std::vector<std::vector<float>>& initial,
-                                                  bool check_stream_order = false);
+                                                  bool check_stream_order = false,
+                                                  bool training_loop = false);
 
 // Seconds of `steps` more DistributedOptimizer steps of a rank that make_megatron_rank built,
 // with the main grads of its last step (the benchmarks): each whole step, the

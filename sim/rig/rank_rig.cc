@@ -1,4 +1,5 @@
 #include "sim/rig/rank_rig.h"
+#include "sim/rig/rank_rig_impl.h"
 
 #include <algorithm>
 #include <map>
@@ -23,12 +24,14 @@ namespace sc::sim {
 
 namespace {
 
-// A model parameter holding `values` (representable in its dtype).
+// A model parameter holding `values` (representable in its dtype): a tensor of its own, as
+// `torch.nn.Parameter(...)` makes one, never a view of another (finding P4).
 torch::Tensor make_param(const model::ParamSpec& spec, torch::Device device,
                          const std::vector<float>& values) {
-  torch::Tensor host =
-      torch::from_blob(const_cast<float*>(values.data()), {spec.numel()}, torch::kFloat).clone();
-  return host.view(spec.shape).to(device, to_torch_dtype(spec.dtype)).requires_grad_(true);
+  torch::Tensor host = torch::from_blob(const_cast<float*>(values.data()), spec.shape,
+                                        torch::kFloat);
+  return host.to(device, to_torch_dtype(spec.dtype), /*non_blocking=*/false, /*copy=*/true)
+      .requires_grad_(true);
 }
 
 model::Range to_model(const sut::Range& r) { return model::Range{r.start, r.end}; }
@@ -57,79 +60,6 @@ ObservedTensor observe(const torch::Tensor& t, int case_param, const sut::ModelP
 }
 
 }  // namespace
-
-struct RankRigImpl {
-  const model::CaseSpec c;  // a copy: the rig outlives temporaries
-  model::Instance instance;
-  int64_t rank;
-  sut::Behaviour behaviour;
-  torch::Device device;
-  std::vector<sut::ModelParam> params;
-  std::vector<int> case_index;  // port param -> case param
-  std::vector<std::vector<float>> initial;
-  std::vector<std::unique_ptr<sut::ParamAndGradBuffer>> buffers;
-  sut::TensorAttrs attrs;
-  std::unique_ptr<sut::DistributedOptimizer> dist;
-  std::vector<std::vector<torch::Tensor>> installed;  // per group, installed order
-  std::vector<std::vector<int>> installed_param;      // port param of each installed tensor
-  RankObservation obs;
-  // Every copy and step of the optimizers: torch's CUDA streams on a CUDA device, else the
-  // simulation (`simulated`, which also reports races).
-  std::unique_ptr<sut::Streams> streams;
-  SimulatedStreams* simulated = nullptr;
-  // Whether the grads of the current step hold inf/NaN in any rank's shards (every DP rank holds
-  // the same reduced grads): the MAX all-reduce of the found-inf flag that the rig simulates.
-  bool group_found_inf = false;
-  // The grad-stats group's SUM all-reduce, once use_grad_stats set it up.
-  std::unique_ptr<GradStatsGroupSim> grad_stats;
-  StepReport last;
-
-  RankRigImpl(const model::CaseSpec& c_, model::Instance inst, int64_t r, const sut::Behaviour& b,
-              torch::Device d, const StreamSchedule& schedule)
-      : c(c_),
-        instance(inst),
-        rank(r),
-        behaviour(b),
-        device(d) {
-    if (d.is_cuda()) streams = sut::make_cuda_streams();
-    if (!streams && !schedule.simulate) streams = std::make_unique<sut::ImmediateStreams>();
-    if (!streams) {
-      auto sim = std::make_unique<SimulatedStreams>(schedule.policy, schedule.seed);
-      simulated = sim.get();
-      streams = std::move(sim);
-    }
-  }
-  // The host waits for the device before it reads or changes tensors itself.
-  void drain() const { streams->synchronize(); }
-  // Builds the rank: parameters, buffers, the inner optimizer, the DistributedOptimizer, and
-  // what construction installed (or raised).
-  void build(const ParamValues& values);
-  // The case's parameters; this instance's become the port's model params.
-  void make_params(const ParamValues& values);
-  // The grad and param buffers, one DDP instance per model chunk, named for the streams.
-  std::vector<const sut::ParamAndGradBuffer*> make_buffers();
-  // The distinct optimizer group indices of this instance's parameters, ascending.
-  std::vector<int> group_ids() const;
-  // The inner optimizer Megatron's factory makes for the case, one group per id of `ids`.
-  std::unique_ptr<torch::optim::Optimizer> make_inner_optimizer(const std::vector<int>& ids);
-  // The DistributedOptimizer over `inner`; records its error instead of throwing.
-  void construct(std::unique_ptr<torch::optim::Optimizer> inner,
-                 const std::vector<const sut::ParamAndGradBuffer*>& buffer_ptrs);
-  // The gbuf ranges and the installed groups, as construction hands them over.
-  void observe_ranges(const sut::DistributedOptimizer& d);
-  void observe_groups(const sut::DistributedOptimizer& d);
-  // The identifier keys load_state_dict matches groups by.
-  void set_group_keys(const std::vector<int>& ids);
-  // After construction: whether the optimizer holds the installed tensors, and the bytes.
-  void observe_constructed();
-  const sut::HybridDeviceOptimizer* hdo() const {
-    return dist ? dynamic_cast<const sut::HybridDeviceOptimizer*>(&dist->optimizer()) : nullptr;
-  }
-  // TE's FusedAdam without offload (precision-aware or not), if that is the inner optimizer.
-  const sut::FusedAdam* fused() const {
-    return dist ? dynamic_cast<const sut::FusedAdam*>(&dist->optimizer()) : nullptr;
-  }
-};
 
 void RankRigImpl::make_params(const ParamValues& values) {
   const bool expert = instance == model::Instance::kExpert;
@@ -369,6 +299,7 @@ void RankRigImpl::build(const ParamValues& values) {
   obs.rank = rank;
   make_params(values);
   const std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs = make_buffers();
+  if (training_loop) ddp_hooks = std::make_unique<sut::DdpGradHooks>(params);
   const std::vector<int> ids = group_ids();
   construct(make_inner_optimizer(ids), buffer_ptrs);
   if (!dist) return;
@@ -376,25 +307,23 @@ void RankRigImpl::build(const ParamValues& values) {
   observe_constructed();
 }
 
-namespace {
-
 std::vector<float> to_floats(const torch::Tensor& t) {
   torch::Tensor f = t.detach().to(torch::kCPU, torch::kFloat).contiguous().view(-1);
   return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
 }
 
-}  // namespace
-
 RankRig::RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                  const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
-                 const StreamSchedule& schedule)
-    : RankRig(spec, instance, rank, behaviour, device, sim::initial_values(spec, seed), schedule) {}
+                 const StreamSchedule& schedule, bool training_loop)
+    : RankRig(spec, instance, rank, behaviour, device, sim::initial_values(spec, seed), schedule,
+              training_loop) {}
 
 RankRig::RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                  const sut::Behaviour& behaviour, torch::Device device, const ParamValues& initial,
-                 const StreamSchedule& schedule)
+                 const StreamSchedule& schedule, bool training_loop)
     : impl_((keep_large_host_blocks(),
-             std::make_unique<RankRigImpl>(spec, instance, rank, behaviour, device, schedule))) {
+             std::make_unique<RankRigImpl>(spec, instance, rank, behaviour, device, schedule,
+                                           training_loop))) {
   if (const auto bad = check_initial_values(spec, initial)) throw std::invalid_argument(*bad);
   impl_->build(initial);
 }
@@ -425,7 +354,15 @@ const RankObservation& RankRig::construction() const { return impl_->obs; }
 const std::vector<std::vector<float>>& RankRig::initial_values() const { return impl_->initial; }
 
 void RankRig::step(const model::StepInputs& in) {
-  RankRigImpl& r = *impl_;
+  if (impl_->training_loop) {
+    step_with_main_grads(in);
+  } else {
+    impl_->write_grads_and_step(in);
+  }
+}
+
+void RankRigImpl::write_grads_and_step(const model::StepInputs& in) {
+  RankRigImpl& r = *this;
   TORCH_CHECK(r.dist, "RankRig::step: construction failed");
   torch::NoGradGuard no_grad;
   // The forward and backward pass on the current stream: it reads every parameter and leaves
@@ -527,6 +464,9 @@ void RankRig::set_model_values(const std::vector<std::vector<float>>& values) {
 void RankRig::zero_grad(bool set_to_none) {
   impl_->drain();
   TORCH_CHECK(impl_->dist, "RankRig::zero_grad: construction failed");
+  if (impl_->training_loop) {
+    sut::zero_grad_buffer(impl_->params, buffers(), impl_->behaviour);
+  }
   impl_->dist->zero_grad(set_to_none);
 }
 
@@ -845,7 +785,7 @@ void RankRig::step_with_main_grads(const model::StepInputs& in) {
   for (size_t i = 0; i < impl_->params.size(); ++i) {
     now.grads[impl_->case_index[i]] = to_floats(impl_->params[i].main_grad);
   }
-  step(now);
+  impl_->write_grads_and_step(now);
 }
 
 std::vector<std::vector<float>> RankRig::model_values() const {

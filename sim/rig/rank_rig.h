@@ -31,15 +31,16 @@ struct RankRigImpl;
 // functions are documented in sim/rig/rank_under_test.h.
 class RankRig final : public RankUnderTest {
  public:
+  // `training_loop`: as Target::training_loop (DDP's grad hooks on the parameters).
   RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
           const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
-          const StreamSchedule& schedule = StreamSchedule{});
+          const StreamSchedule& schedule = StreamSchedule{}, bool training_loop = false);
   // The same, from given initial values (sim/rig/initial_values.h; std::invalid_argument when
   // they do not fit the case).
   RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
           const sut::Behaviour& behaviour, torch::Device device,
           const std::vector<std::vector<float>>& initial,
-          const StreamSchedule& schedule = StreamSchedule{});
+          const StreamSchedule& schedule = StreamSchedule{}, bool training_loop = false);
   ~RankRig() override;
   RankRig(const RankRig&) = delete;
   RankRig& operator=(const RankRig&) = delete;
@@ -52,6 +53,7 @@ class RankRig final : public RankUnderTest {
   void use_grad_stats(double clip_grad, bool log_num_zeros_in_grad) override;
   StepReport last_step() const override;
   void set_model_values(const std::vector<std::vector<float>>& values) override;
+  std::vector<ObservedGrad> backward(const std::vector<std::vector<float>>& grads) override;
   void zero_grad(bool set_to_none) override;
   void reload_model_params() override;
   std::vector<float> model_piece(size_t g, size_t i) const override;

@@ -73,6 +73,15 @@ struct ObservedState {
   bool present = false;
 };
 
+// One parameter after a backward pass in the training loop (RankUnderTest::backward).
+struct ObservedGrad {
+  int param = -1;  // the case parameter
+  bool requires_grad = false;
+  bool is_leaf = false;
+  bool grad_is_none = false;      // DDP's hook moved `.grad` into main_grad and dropped it
+  std::vector<float> main_grad;   // the whole parameter's main_grad, as fp32 values
+};
+
 // Whether the rig records its streams (model/streams.h: races found, orders chosen by `policy`
 // and `seed`) or runs everything at once in program order. Recording costs time and memory
 // quadratic in the operations, so the main job leaves it off and the stream properties turn it on.
@@ -134,8 +143,17 @@ class RankUnderTest {
   // exactly representable); parameters of the other instance too, from the same seed.
   virtual const std::vector<std::vector<float>>& initial_values() const = 0;
   // One DistributedOptimizer step with these DP-reduced grads and group hyper-parameters.
-  // Requires successful construction.
+  // Requires successful construction. In the training loop (Target::training_loop) the main
+  // grads are what the backward passes left there, and `in.grads` (the same values) only tell the
+  // simulated DP ranks' found-inf flags and grad stats.
   virtual void step(const model::StepInputs& in) = 0;
+  // Training loop only (Target::training_loop): one forward and backward pass whose loss,
+  // sum over this instance's parameters that require grad of (param * G).sum(), gives each the
+  // case gradient `grads[case index]` (representable in its dtype) through autograd and DDP's
+  // backward post-hook into main_grad (model/training.h). No grad reduce-scatter runs: every DP
+  // rank's backward gives the same gradient, taken as the reduced one. What each parameter of
+  // this instance then holds, in case order. Does not need successful construction.
+  virtual std::vector<ObservedGrad> backward(const std::vector<std::vector<float>>& grads) = 0;
   // Gives the distributed optimizer a loss scaler, as Megatron's factory does for fp16 or
   // `--loss-scale`: from then on each step unscales the main grads, checks them for inf/NaN
   // (reduced over the DP group, whose other ranks hold the same reduced grads) and skips the rest
@@ -152,7 +170,8 @@ class RankUnderTest {
   // Overwrites every parameter of this instance with `values` (per parameter, in case order), as
   // loading model weights does.
   virtual void set_model_values(const std::vector<std::vector<float>>& values) = 0;
-  // DistributedOptimizer.zero_grad(set_to_none).
+  // DistributedOptimizer.zero_grad(set_to_none). In the training loop, first each model chunk's
+  // DDP zero_grad_buffer(), as Megatron's train step starts.
   virtual void zero_grad(bool set_to_none) = 0;
   // DistributedOptimizer.reload_model_params().
   virtual void reload_model_params() = 0;
@@ -201,10 +220,14 @@ class RankUnderTest {
 
 // What a rank is built of: the port under `behaviour` on `device`, or, when `megatron` names a
 // tree, Megatron's own code from that tree (on CUDA when `device` is).
+// With `training_loop`, the rank's model chunks are wrapped as training wraps them (for the real
+// code Megatron's own DistributedDataParallel over a torch.nn.Module holding the parameters; for
+// the port its DDP's grad hooks) and gradients arrive through RankUnderTest::backward.
 struct Target {
   sut::Behaviour behaviour;
   torch::Device device = torch::Device(torch::kCPU);
   std::optional<MegatronTarget> megatron;
+  bool training_loop = false;
 };
 
 // Builds `rank` of `instance` of case `spec` on `target`, values from `seed`; construction errors
