@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "model/layout.h"
 #include "model/reference.h"
@@ -33,6 +34,7 @@ struct HybridModel {
   std::vector<model::AdamWHyper> hyper;  // per case group
   std::shared_ptr<model::RankReference> saved;
   bool has_saved = false;
+  int steps = 0;  // Step commands so far, so that a failure names its step by number
 };
 
 // The system under test: one rank's rig (replaced by Rebuild) and the last checkpoint.
@@ -47,7 +49,7 @@ struct HybridSut {
 
 using Cmd = rc::state::Command<HybridModel, HybridSut>;
 
-void expect_model_equal(const HybridModel& m, const HybridSut& s, const char* after) {
+void expect_model_equal(const HybridModel& m, const HybridSut& s, const std::string& after) {
   for (size_t g = 0; g < m.plan->groups.size(); ++g) {
     for (size_t i = 0; i < m.plan->groups[g].installed.size(); ++i) {
       const std::vector<float> got = s.rig->model_piece(g, i);
@@ -55,8 +57,9 @@ void expect_model_equal(const HybridModel& m, const HybridSut& s, const char* af
       for (size_t k = 0; k < got.size(); ++k) {
         if (std::memcmp(&got[k], &want[k], sizeof(float)) != 0) {
           RC_LOG() << under_test(s.behaviour) << ": after " << after << ", "
-                   << m.c->params[m.plan->groups[g].installed[i].param].name << " element "
-                   << k << " of its piece: " << tested_side() << " " << got[k] << ", reference " << want[k] << "\n";
+                   << m.c->params[m.plan->groups[g].installed[i].param].name << " element " << k
+                   << " of its piece: " << tested_side() << " " << got[k] << ", reference "
+                   << want[k] << "\n";
           RC_FAIL("model parameter differs from the reference");
         }
       }
@@ -80,6 +83,7 @@ struct Step : Cmd {
     draw.hyper = m.hyper;
   }
   void apply(HybridModel& m) const override {
+    ++m.steps;
     if (!m.ref) return;
     m.ref = std::make_shared<model::RankReference>(*m.ref);
     m.ref->step(gen::materialise(*m.c, draw));
@@ -87,7 +91,7 @@ struct Step : Cmd {
   void run(const HybridModel& m, HybridSut& s) const override {
     s.rig->step(gen::materialise(*m.c, draw));
     HybridModel next = nextState(m);
-    expect_model_equal(next, s, "Step");
+    expect_model_equal(next, s, "Step " + std::to_string(next.steps));
   }
   void show(std::ostream& os) const override { os << "Step(seed=" << draw.grad_seed << ")"; }
 };
@@ -117,7 +121,7 @@ struct ZeroGrad : Cmd {
   explicit ZeroGrad(bool to_none) : set_to_none(to_none) {}
   void run(const HybridModel& m, HybridSut& s) const override {
     s.rig->zero_grad(set_to_none);
-    expect_model_equal(m, s, "ZeroGrad");
+    expect_model_equal(m, s, "ZeroGrad (after Step " + std::to_string(m.steps) + ")");
   }
   void show(std::ostream& os) const override { os << "ZeroGrad(set_to_none=" << set_to_none << ")"; }
 };
@@ -140,7 +144,8 @@ struct RebuildAndLoadState : Cmd {
                            5000 + ++s.rebuilds);
     RC_ASSERT(!s.rig->construction().error);
     s.rig->load(*s.checkpoint);
-    expect_model_equal(nextState(m), s, "Rebuild+LoadState");
+    expect_model_equal(nextState(m), s,
+                       "Rebuild+LoadState (after Step " + std::to_string(m.steps) + ")");
   }
   void show(std::ostream& os) const override { os << "Rebuild+LoadState"; }
 };
@@ -153,7 +158,8 @@ struct ReloadModelParams : Cmd {
   }
   void run(const HybridModel& m, HybridSut& s) const override {
     s.rig->reload_model_params();
-    expect_model_equal(nextState(m), s, "ReloadModelParams");
+    expect_model_equal(nextState(m), s,
+                       "ReloadModelParams (after Step " + std::to_string(m.steps) + ")");
   }
   void show(std::ostream& os) const override { os << "ReloadModelParams"; }
 };

@@ -19,6 +19,7 @@
 #include "properties/gen/step_gen.h"
 #include "properties/registry.h"
 #include "properties/run.h"
+#include "tests/support/command.h"
 
 namespace sc::props {
 namespace {
@@ -73,6 +74,20 @@ TEST(CaseFile, CounterexamplesPrintTheScalerConfigByItsFields) {
   EXPECT_EQ(rc::toString(c),
             "GradScalerConfig{constant initial_scale=128 min_scale=1 growth_factor=2 "
             "backoff_factor=0.5 growth_interval=1000 hysteresis=3}");
+}
+
+// A failure of the command-sequence property names the Step it follows by its number in the
+// sequence: F3's case (Step, ReloadModelParams, Step) fails at the second Step once F3's fix is
+// taken out; "after Step" alone did not say which.
+TEST(CaseFile, AStateFailureNamesItsStepByNumber) {
+  const std::string file =
+      std::string(SC_SOURCE_DIR) + "/tests/regressions/f3_hdo_reload_keeps_stale_host_copies.json";
+  const auto r = testing::run_command(std::string(SC_REPLAY_EXE) + " " + file +
+                                      " --variant=patched-F3 2>&1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("variant patched-F3: after Step 2, p1 element 0 of its piece: port "),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(CaseFile, GeneratedCasesRoundTrip) {
