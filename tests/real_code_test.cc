@@ -328,6 +328,38 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
   EXPECT_GE(checked, 6);
 }
 
+// The command-sequence property shrinks against the real code as the other properties do: on the
+// tree with every finding's patch but F3's, F3's counterexample comes down to one bf16 parameter,
+// no precision-aware optimizer, offload fraction 1 and the commands Step, ReloadModelParams, Step
+// (FINDINGS.md's minimal case of F3; it once stopped at six parameters).
+TEST_F(RealCode, F3sCommandSequenceShrinksToItsMinimalCase) {
+  std::string patches;
+  for (const char* id : {"pr6982", "F1", "F2", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11",
+                         "F12"}) {
+    for (const auto& e : fs::directory_iterator(std::string(SC_SOURCE_DIR) + "/patches")) {
+      const std::string name = e.path().filename().string();
+      if (name == std::string(id) + ".patch" || name.rfind(std::string(id) + "-", 0) == 0) {
+        patches += " --patch " + e.path().string();
+      }
+    }
+  }
+  const auto r = verify(trees_ + "/d8b71082" + patches +
+                        " --only HybridOptimizerState.CommandSequencesMatchTheReference");
+  ASSERT_EQ(r.status, 1) << r.output;
+  const json report = json::parse(r.output);
+  const json* p = property(report, "HybridOptimizerState.CommandSequencesMatchTheReference");
+  ASSERT_NE(p, nullptr);
+  const json& c = p->at("case");
+  ASSERT_EQ(c.at("case").at("params").size(), 1u) << c.dump(2);
+  EXPECT_EQ(c.at("case").at("params").at(0).at("dtype"), "bf16");
+  EXPECT_FALSE(c.at("case").at("precision_aware").get<bool>());
+  EXPECT_EQ(c.at("case").at("offload_fraction").get<double>(), 1.0);
+  std::vector<std::string> commands;
+  for (const json& k : c.at("commands")) commands.push_back(k.at("command"));
+  EXPECT_EQ(commands, (std::vector<std::string>{"Step", "ReloadModelParams", "Step"}));
+  EXPECT_NE(p->at("failure").get<std::string>().find("after Step 2,"), std::string::npos);
+}
+
 // A case that needs a distributed checkpoint, a gathered one, or the pinned memory of each copy
 // cannot run against the real code: the replay says so and exits 2, never 1 as if the finding
 // were present there.
