@@ -360,6 +360,31 @@ TEST_F(RealCode, F3sCommandSequenceShrinksToItsMinimalCase) {
   EXPECT_NE(p->at("failure").get<std::string>().find("after Step 2,"), std::string::npos);
 }
 
+// The training-loop properties against the real code: they hold on the tree with every fix, and
+// each of our training patches (tests/training/, the real-code twins of the TRAIN mutants) makes
+// both fail, in the words of the training loop, on Megatron's own DistributedDataParallel.
+TEST_F(RealCode, TheTrainingLoopPropertiesFailOnEachTrainingPatch) {
+  const std::string all = trees_ + "/d8b71082-pr6982-all";
+  const std::map<std::string, std::string> patches = {
+      {"seed-fix-detaches-the-model-param", "no longer requires grad (detached from autograd)"},
+      {"zero-grad-buffer-skips-expert-buffers", "expert rank 0 after "}};
+  for (const char* name : {"TrainingLoop.EveryParamReceivesItsGradThroughDdp",
+                           "TrainingLoop.ZeroGradClearsWhatTheNextBackwardAddsTo"}) {
+    const auto clean = verify(all + " --only " + name);
+    EXPECT_EQ(clean.status, 0) << name << " fails on the tree with every fix\n" << clean.output;
+    for (const auto& [patch, words] : patches) {
+      const auto r = verify(all + " --patch " + SC_SOURCE_DIR + "/tests/training/" + patch +
+                            ".patch --only " + name);
+      ASSERT_EQ(r.status, 1) << name << " survives " << patch << "\n" << r.output;
+      const json report = json::parse(r.output);
+      const json* p = property(report, name);
+      ASSERT_NE(p, nullptr);
+      EXPECT_NE(p->at("failure").get<std::string>().find(words), std::string::npos)
+          << patch << ": " << p->at("failure");
+    }
+  }
+}
+
 // A case that needs a distributed checkpoint, a gathered one, or the pinned memory of each copy
 // cannot run against the real code: the replay says so and exits 2, never 1 as if the finding
 // were present there.

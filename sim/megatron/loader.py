@@ -11,6 +11,9 @@ tree whole, its `__init__` and its save and load (serialization.py, strategies/)
 PyTorch 2.11 every module of it imports on a CPU machine (what it imports from outside it, such as
 main d98e8a64's models.hybrid in gpt_checkpoint_interop.py, is a placeholder as anywhere else).
 Its torch_dist writer needs psutil when it saves.
+Training mode loads Megatron's DistributedDataParallel on its first case
+(Megatron.training_classes): its modules, MegatronModule (added to transformer/module.py's module
+with the imports it names) and transformer/cuda_graphs.py's is_graph_capturing, loaded alone.
 """
 
 import ast
@@ -24,6 +27,7 @@ import types
 
 import te_stand_in
 
+DDP_MODULE = "megatron.core.distributed.distributed_data_parallel"
 # Module name -> file under megatron/core; a name ending in a package's __init__.py is a package.
 REAL_MODULES = {
     "megatron.core.config": "config.py",
@@ -54,6 +58,11 @@ REAL_MODULES = {
     "megatron.core.distributed.param_and_grad_buffer": "distributed/param_and_grad_buffer.py",
     "megatron.core.process_groups_config": "process_groups_config.py",
     "megatron.core.msc_utils": "msc_utils.py",  # dist_checkpointing's storage switch
+    # Training mode only (imported on the first case with "training": true): Megatron's own DDP.
+    DDP_MODULE: "distributed/distributed_data_parallel.py",
+    "megatron.core.distributed.data_parallel_base": "distributed/data_parallel_base.py",
+    # Newer trees' DDP decorates its grad sync with trace_fn: a no-op here (no nemo-lens).
+    "megatron.core.telemetry.fallbacks": "telemetry/fallbacks.py",
 }
 # Packages that run from the tree with every module in them (module name -> folder under core).
 REAL_PACKAGES = {"megatron.core.dist_checkpointing": "dist_checkpointing"}
@@ -74,6 +83,12 @@ TP_OPTIONAL_FUNCTIONS = ("copy_gtp_attributes", "param_is_not_gtp_duplicate")
 TP_DUPLICATE_FUNCTION = "param_is_not_tensor_parallel_duplicate"
 TRANSFORMER_MODULE = "megatron.core.transformer.module"
 SHARED_FUNCTION = "param_is_not_shared"
+# Training mode: DDP's base class derives from MegatronModule (added to transformer/module.py's
+# module, with the imports it names, when training mode first loads), and its grad hook asks
+# transformer/cuda_graphs.py's is_graph_capturing (loaded alone, with the flag it reads).
+MODULE_CLASS = "MegatronModule"
+CUDA_GRAPHS = "megatron.core.transformer.cuda_graphs"
+GRAPH_NAMES = ("is_graph_capturing", "_IS_GRAPH_CAPTURING")
 
 
 def _rank_zero():
@@ -189,6 +204,9 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
         if fullname == TRANSFORMER_MODULE:
             return importlib.machinery.ModuleSpec(fullname,
                                                   _BuiltLoader(self._transformer_module))
+        if fullname == CUDA_GRAPHS:
+            return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(
+                lambda m: self._load_alone(m, "transformer/cuda_graphs.py", GRAPH_NAMES)))
         return importlib.machinery.ModuleSpec(fullname, _BuiltLoader(_make_placeholder))
 
     def _empty_package(self, fullname):
@@ -219,10 +237,11 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
             raise TreeError("api_moved", f"the tree has no megatron/core/{folder}/__init__.py")
         return None
 
-    def _load_alone(self, module, relative, required, optional=(), given=None):
+    def _load_alone(self, module, relative, required, optional=(), given=None, imports=False):
         """Makes `module` a placeholder holding the top-level names `required` (and those of
-        `optional` that exist) of megatron/core/`relative`, run alone with `given` beside them;
-        returns the names it set."""
+        `optional` that exist) of megatron/core/`relative`, run alone with `given` beside them
+        (and, with `imports`, the file's top-level imports of names they use); returns the names
+        it set."""
         _make_placeholder(module)
         file = os.path.join(self.core, relative)
         if not os.path.isfile(file):
@@ -234,7 +253,7 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
             if name not in defined:
                 raise TreeError("api_moved", f"{relative} has no '{name}'")
         wanted = set(required) | (defined & set(optional))
-        namespace = _execute(tree, file, wanted, module.__name__, given or {})
+        namespace = _execute(tree, file, wanted, module.__name__, given or {}, imports)
         for name in wanted:
             setattr(module, name, namespace[name])
 
@@ -245,6 +264,14 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
 
     def _transformer_module(self, module):
         self._load_alone(module, "transformer/module.py", (SHARED_FUNCTION,))
+
+    def add_megatron_module(self):
+        """Training mode: MegatronModule, with the imports it names (real modules or
+        placeholders, as anywhere), added to the module of transformer/module.py."""
+        module = importlib.import_module(TRANSFORMER_MODULE)
+        if not isinstance(getattr(module, MODULE_CLASS), _Placeholder):
+            return
+        self._load_alone(module, "transformer/module.py", (MODULE_CLASS,), imports=True)
 
 
 def _make_te_module(module):
@@ -262,17 +289,29 @@ def _make_placeholder(module):
     module.__path__ = []
 
 
-def _execute(tree, file, names, module_name, given):
+def _execute(tree, file, names, module_name, given, imports=False):
     """Runs only the top-level definitions and assignments of `names` from a parsed file, with
-    the names in `given` defined beside them."""
+    the names in `given` defined beside them; with `imports`, also the top-level import
+    statements that bind a name those definitions use."""
     body = [node for node in tree.body if _defines(node) & names]
-    namespace = {"__name__": module_name, "__file__": file, **given}
+    if imports:
+        used = {n.id for node in body for n in ast.walk(node) if isinstance(n, ast.Name)}
+        body = [node for node in tree.body if node in body or _imports(node) & used]
+    namespace = {"__name__": module_name, "__file__": file,
+                 "__package__": module_name.rpartition(".")[0], **given}
     exec(compile(ast.Module(body=body, type_ignores=[]), file, "exec"), namespace)
     return namespace
 
 
+def _imports(node):
+    """The names a top-level import statement binds (none for any other statement)."""
+    if not isinstance(node, (ast.Import, ast.ImportFrom)):
+        return set()
+    return {alias.asname or alias.name.split(".")[0] for alias in node.names}
+
+
 def _defines(node):
-    if isinstance(node, ast.FunctionDef):
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
         return {node.name}
     if isinstance(node, ast.Assign):
         return {t.id for t in node.targets if isinstance(t, ast.Name)}
@@ -297,6 +336,7 @@ class Megatron:
         self._import()
         check_api(self)
         self.transformer_engine = False
+        self._training = None  # (DistributedDataParallel, ProcessGroupCollection), once loaded
         self.without_te = {(owner, name): getattr(getattr(self, owner), name, None)
                            for owner, name in WITH_TE}
 
@@ -318,6 +358,22 @@ class Megatron:
             sys.modules.pop(name, None)
         self.utils._te_version = None
         self.transformer_engine = on
+
+    def training_classes(self):
+        """Training mode's DistributedDataParallel and ProcessGroupCollection, Megatron's own,
+        loaded on the first case that asks for them; TreeError when the tree cannot serve
+        them."""
+        if self._training is None:
+            try:
+                self.finder.add_megatron_module()
+                ddp = importlib.import_module(DDP_MODULE)
+                groups = importlib.import_module("megatron.core.process_groups_config")
+            except TreeError:
+                raise
+            except Exception as e:
+                raise TreeError("import_failed", f"{type(e).__name__}: {e}") from e
+            self._training = check_training_api(ddp, groups)
+        return self._training
 
     def _import(self):
         try:
@@ -416,6 +472,25 @@ def check_api(megatron):
     _check_fields(megatron.OptimizerConfig, "OptimizerConfig", CONFIG_FIELDS)
     _check_fields(megatron.DistributedDataParallelConfig, "DistributedDataParallelConfig",
                   DDP_FIELDS)
+
+
+DDP_ARGUMENTS = ["config", "ddp_config", "module", "disable_bucketing", "pg_collection",
+                 "full_param_layout"]
+DDP_METHODS = ["no_sync", "zero_grad_buffer", "start_param_sync", "_start_bucket_group_param_sync"]
+
+
+def check_training_api(ddp_module, groups_module):
+    """(DistributedDataParallel, ProcessGroupCollection) of the tree, or TreeError("api_moved")
+    naming what training mode needs that the tree lacks."""
+    ddp = getattr(ddp_module, "DistributedDataParallel", None)
+    collection = getattr(groups_module, "ProcessGroupCollection", None)
+    for value, name in ((ddp, "DistributedDataParallel"), (collection, "ProcessGroupCollection")):
+        if value is None or isinstance(value, _Placeholder):
+            raise TreeError("api_moved", f"the tree has no {name}")
+    _check_method(ddp, "__init__", DDP_ARGUMENTS)
+    for name in DDP_METHODS:
+        _check_method(ddp, name, [])
+    return ddp, collection
 
 
 def _check_method(cls, name, arguments):

@@ -7,6 +7,8 @@ inner optimizer (torch.optim.AdamW, or the HybridDeviceOptimizer over torch.opti
 DistributedOptimizer. The data-parallel group is a stand-in of the case's size seen from this rank;
 no collective runs: the caller writes the reduced gradient into every rank's main_grad, and the
 param all-gather after a step is left out (only this rank's own pieces are observed).
+In training mode (a case with "training": true, training.py) each chunk is Megatron's own
+DistributedDataParallel instead, and gradients arrive in main_grad through its hooks.
 """
 
 import base64
@@ -26,9 +28,9 @@ INNER_LR = 1e-3
 
 
 STAND_INS = [
-    "DistributedDataParallel: its buffer creation re-created with Megatron's own "
-    "group_params_for_buffers, compute_full_param_layout, _ParamAndGradBuffer and "
-    "partition_buckets; a model-chunk stand-in that starts no param all-gather after a step",
+    "DistributedDataParallel (outside training mode): its buffer creation re-created with "
+    "Megatron's own group_params_for_buffers, compute_full_param_layout, _ParamAndGradBuffer "
+    "and partition_buckets; a model-chunk stand-in that starts no param all-gather after a step",
 ]
 
 
@@ -191,6 +193,7 @@ class Rank:
         self.expert = request["instance"] == "expert"
         self.rank = request["rank"]
         self.transformer_engine = self.case.get("transformer_engine", False)
+        self.training = bool(self.case.get("training", False))
         megatron.use_transformer_engine(self.transformer_engine)
         specs = self.case["params"]
         self.case_index = [i for i, s in enumerate(specs) if s["is_expert"] == self.expert]
@@ -239,25 +242,43 @@ class Rank:
         return group, dense, pg_collection
 
     def _make_chunks(self):
-        """One DDP stand-in per model chunk holding parameters of this instance, in chunk order,
-        and Megatron's per_model_buffers over them."""
+        """One model chunk per chunk holding parameters of this instance, in chunk order, and
+        Megatron's per_model_buffers over them: in training mode Megatron's own
+        DistributedDataParallel (training.py), else a DDP stand-in over the buffers DDP makes."""
         chunks = sorted({self.case["params"][i]["chunk"] for i in self.case_index})
         model_chunks, per_model_buffers = [], {}
         for index, chunk in enumerate(chunks):
             members = [k for k, i in enumerate(self.case_index)
                        if self.case["params"][i]["chunk"] == chunk]
             disable_bucketing = self.case["bucket_first_chunk_only"] and chunk > 0
-            buffers = self._make_buffers(members, disable_bucketing)
-            bucket_groups = self.megatron.partition_buckets(
-                buffers, force_single_bucket_group=disable_bucketing)
-            none = []
-            if self.expert:
-                chunk_stand_in = ModelChunk(self.ddp_config, none, buffers, none, bucket_groups)
+            if self.training:
+                import training  # training.py builds on this module's stand-ins and codecs
+                wrapped = training.wrap_chunk(self, members, disable_bucketing,
+                                              self._layout(members, disable_bucketing))
+                buffers = wrapped.expert_parallel_buffers if self.expert else wrapped.buffers
             else:
-                chunk_stand_in = ModelChunk(self.ddp_config, buffers, none, bucket_groups, none)
-            model_chunks.append(chunk_stand_in)
+                wrapped, buffers = self._chunk_stand_in(members, disable_bucketing)
+            model_chunks.append(wrapped)
             per_model_buffers[index] = buffers
         return model_chunks, per_model_buffers
+
+    def _chunk_stand_in(self, members, disable_bucketing):
+        """The buffers DDP would make for one chunk's parameters and a DDP stand-in over them."""
+        buffers = self._make_buffers(members, disable_bucketing)
+        bucket_groups = self.megatron.partition_buckets(
+            buffers, force_single_bucket_group=disable_bucketing)
+        none = []
+        if self.expert:
+            return ModelChunk(self.ddp_config, none, buffers, none, bucket_groups), buffers
+        return ModelChunk(self.ddp_config, buffers, none, bucket_groups, none), buffers
+
+    def _layout(self, members, disable_bucketing):
+        """The FullParamLayout of one chunk's parameters, as Megatron's callers compute it
+        before making DDP's buffers."""
+        bucket_size = None if disable_bucketing else self.ddp_config.bucket_size
+        return self.megatron.DistributedOptimizer.compute_full_param_layout(
+            [self.params[k] for k in members], bucket_size, self.dense_group.size(),
+            self.ddp_config, expert_data_parallel_world_size=self.case["expert_dp"])
 
     def _make_buffers(self, members, disable_bucketing):
         """The buffers DistributedDataParallel.__init__ makes for one chunk's parameters."""
@@ -267,9 +288,7 @@ class Rank:
         params = [self.params[k] for k in members]
         names = {p: self.case["params"][self.case_index[k]]["name"]
                  for k, p in zip(members, params)}
-        layout = m.DistributedOptimizer.compute_full_param_layout(
-            params, bucket_size, dense.size(), self.ddp_config,
-            expert_data_parallel_world_size=self.case["expert_dp"])
+        layout = self._layout(members, disable_bucketing)
         buffers = []
         grouped = m.group_params_for_buffers(params, self.ddp_config.grad_reduce_in_fp32)
         for key, (in_buffer, param_indices) in grouped.items():

@@ -24,6 +24,7 @@ import devices  # noqa: E402
 import rank  # noqa: E402
 import observe  # noqa: E402
 import stream_order  # noqa: E402
+import training  # noqa: E402
 from loader import STAND_INS as LOADER_STAND_INS, Megatron, TreeError  # noqa: E402
 from rank import STAND_INS as RANK_STAND_INS, Blob, Rank, from_bits  # noqa: E402
 from te_stand_in import StandInRefused  # noqa: E402
@@ -46,7 +47,7 @@ def set_up(device):
     elif not torch.cuda.is_available():
         raise TreeError("import_failed", "--device cuda, but torch.cuda.is_available() is false")
     stand_ins += devices.install_distributed()
-    return stand_ins + LOADER_STAND_INS + RANK_STAND_INS
+    return stand_ins + LOADER_STAND_INS + RANK_STAND_INS + training.STAND_INS
 
 
 class Worker:
@@ -95,9 +96,14 @@ class Worker:
         rank = self.rank(request)
         rank.require_constructed()
         grads = [from_bits(bits) for bits in request["grads"]]
-        with torch.no_grad():
-            for param, case_index in zip(rank.params, rank.case_index):
-                param.main_grad.view(-1).copy_(grads[case_index])
+        if request.get("main_grads_from_backward", False):
+            if not rank.training:
+                raise ValueError('step: main_grads_from_backward needs a rank built with '
+                                 '"training": true')
+        else:
+            with torch.no_grad():
+                for param, case_index in zip(rank.params, rank.case_index):
+                    param.main_grad.view(-1).copy_(grads[case_index])
         for group, case_group in zip(rank.dist.param_groups, rank.group_ids):
             h = request["hyper"][case_group]
             group.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"],
@@ -229,9 +235,17 @@ class Worker:
             for param, bits in zip(rank.params, values):
                 param.detach().view(-1).copy_(from_bits(bits))
 
+    def op_backward(self, request):
+        """Training mode: the case's grads delivered by a forward and backward pass through each
+        chunk's DistributedDataParallel (training.backward)."""
+        return training.backward(self.rank(request), request["grads"])
+
     def op_zero_grad(self, request):
+        """In training mode first each chunk DDP's zero_grad_buffer(), as train_step does."""
         rank = self.rank(request)
         rank.require_constructed()
+        if rank.training:
+            training.zero_grad_buffers(rank)
         rank.dist.zero_grad(set_to_none=request.get("set_to_none", True))
 
     def op_reload_model_params(self, request):
