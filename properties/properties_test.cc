@@ -36,7 +36,7 @@ class PropertyTest : public ::testing::Test {
   explicit PropertyTest(const Property* property) : property_(property) {}
   void TestBody() override {
     if (real_code_under_test() && !runs_on_real_code(*property_)) {
-      GTEST_SKIP() << "not against real Megatron code: " << property_->not_on_real_code;
+      GTEST_SKIP() << "not against real Megatron code: " << why_not_on_real_code(*property_);
     }
     if (property_->target == Target::kPortVsRealCode && !megatron_tree()) {
       GTEST_SKIP() << "needs a Megatron tree in SC_MEGATRON_TREE";

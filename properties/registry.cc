@@ -110,21 +110,19 @@ Property model_law(std::string name, std::string claim, std::vector<std::string>
   return p;
 }
 
-// Why a property does not run against real Megatron code.
-constexpr const char* kNeedsCheckpoints =
-    "loads Megatron's distributed or gathered checkpoint formats, which the Megatron worker does "
-    "not serve yet (it serves the hybrid optimizer's own save and load)";
-constexpr const char* kNeedsStreams =
-    "needs each copy run in a chosen stream order, or the pinned memory of each copy; the "
-    "worker's device layer runs streams in program order, and its stream-order checker records "
-    "only what orders them";
-
+// Why a property of a kernel of ours does not run against real Megatron code.
 constexpr const char* kOwnKernel =
     "checks a kernel of the port or of our offload engines on its own, which is not Megatron "
     "code";
 
 Property port_only(Property p, std::string why) {
   p.not_on_real_code = std::move(why);
+  return p;
+}
+
+// `p`, which needs `capabilities` of a system under test.
+Property needing(Property p, std::vector<sim::Capability> capabilities) {
+  p.needs = std::move(capabilities);
   return p;
 }
 
@@ -462,7 +460,7 @@ Check training(TrainingClaim claim) {
 
 std::vector<Property> training_loop_properties() {
   return {
-      replayable("TrainingLoop.EveryParamReceivesItsGradThroughDdp",
+      needing(replayable("TrainingLoop.EveryParamReceivesItsGradThroughDdp",
                  "in a training loop (the parameters in a module under DDP's grad hooks; each "
                  "step's gradient from a forward and backward pass), after construction and "
                  "after every step every parameter is a leaf that requires grad, DDP's hook "
@@ -470,18 +468,20 @@ std::vector<Property> training_loop_properties() {
                  "equals the reference bit for bit",
                  {"TRAIN-seed-fix-detaches-param", "TRAIN-zero-skips-expert-buffers"},
                  case_and_schedule, training(TrainingClaim::kGradsReachMainGrads)),
-      replayable("TrainingLoop.ZeroGradClearsWhatTheNextBackwardAddsTo",
+              {sim::Capability::kTrainingLoop}),
+      needing(replayable("TrainingLoop.ZeroGradClearsWhatTheNextBackwardAddsTo",
                  "in a training loop, two backward passes add up in `main_grad` (in its dtype), "
                  "and after the train step's zeroing (each chunk's `zero_grad_buffer`, then "
                  "`zero_grad`) the next backward leaves exactly its own gradient",
                  {"TRAIN-zero-skips-expert-buffers", "TRAIN-seed-fix-detaches-param"},
                  case_and_schedule, training(TrainingClaim::kZeroGradClearsAccumulation)),
+              {sim::Capability::kTrainingLoop}),
   };
 }
 
 std::vector<Property> checkpoint_properties() {
   return {
-      port_only(replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
+      needing(replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
                  "Megatron's distributed-checkpoint load (`sharded_state_dict(is_loading=True)`, "
                  "in-place fill, `load_state_dict` with a `fully_sharded_model_space` param "
                  "state) into a fresh rank: right after the load the whole optimizer state "
@@ -493,8 +493,8 @@ std::vector<Property> checkpoint_properties() {
                  [] { return split_schedule(/*force_offload=*/false); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
-                 }), kNeedsCheckpoints),
-      port_only(replayable("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
+                 }), {sim::Capability::kDistributedCheckpoints, sim::Capability::kNonTensorState}),
+      needing(replayable("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
                  "every DP rank of each instance steps, the group is saved in "
                  "`dp_zero_gather_scatter` or `fully_reshardable` (world tensors gathered on DP "
                  "rank 0, bucket-end padding stripped; the latter cut into model-space tensors), "
@@ -505,7 +505,7 @@ std::vector<Property> checkpoint_properties() {
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
                                                 in.other_dp, b);
-                 }), kNeedsCheckpoints),
+                 }), {sim::Capability::kGatheredCheckpoints}),
       replayable("HybridOptimizerState.CommandSequencesMatchTheReference",
                  "`rc::state` sequences of Step, SetLr/SetWd, ZeroGrad, SaveState, "
                  "Rebuild+LoadState, ReloadModelParams agree with the reference after every "
@@ -539,7 +539,7 @@ std::vector<Property> kernel_and_stream_properties() {
                               {"ENG-strided-fast-path"}, run_fused_host_adamw_shapes_property),
                 kOwnKernel),
       // The stream properties last: they cost the most per case.
-      replayable("StreamSimulation.NoRaceBetweenStreams",
+      needing(replayable("StreamSimulation.NoRaceBetweenStreams",
                  "in the stream simulation (for the real code: under the worker's stream-order "
                  "checker), no two operations of the step flow touch one region (one writing) "
                  "without streams or events ordering them",
@@ -548,20 +548,20 @@ std::vector<Property> kernel_and_stream_properties() {
                  offloaded_steps(3),
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_stream_race_property(in.c, in.schedule, b);
-                 }),
-      port_only(replayable("StreamSimulation.NonBlockingCopiesUsePinnedMemory",
+                 }), {sim::Capability::kStreamRaces}),
+      needing(replayable("StreamSimulation.NonBlockingCopiesUsePinnedMemory",
                  "with the pin flags on, every non-blocking copy of the step flow has pinned host "
                  "memory on its host side (on CUDA `is_pinned()`; on the CPU, where nothing can "
                  "be pinned, what the port would pin)",
                  {"patched-pr4547", "HDO-02"}, offloaded_steps(1),
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_pinned_copies_property(in.c, in.schedule, b);
-                 }), kNeedsStreams),
-      port_only(replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
+                 }), {sim::Capability::kPinnedCopyRecords}),
+      needing(replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
                  "run in the latest order the streams allow and in a random legal order, every "
                  "owned piece equals the reference bit for bit",
                  {"patched-F6", "HDO-01", "PIPE-no-chunk-wait"}, offloaded_steps(kMaxSteps),
-                 every_schedule), kNeedsStreams),
+                 every_schedule), {sim::Capability::kChosenStreamOrder}),
   };
 }
 
@@ -623,8 +623,18 @@ std::vector<const Property*> variant_properties() {
   return out;
 }
 
+std::string why_not_on_real_code(const Property& p) {
+  if (!p.not_on_real_code.empty()) return p.not_on_real_code;
+  std::string why;
+  for (const sim::Capability c : p.needs) {
+    if (sim::capability(c).on_real_code) continue;
+    why += (why.empty() ? "" : "; ") + sim::not_on_real_code_reason(c);
+  }
+  return why;
+}
+
 bool runs_on_real_code(const Property& p) {
-  return p.target == Target::kVariant && p.not_on_real_code.empty();
+  return p.target == Target::kVariant && why_not_on_real_code(p).empty();
 }
 
 std::string property_table_markdown() {
@@ -632,7 +642,7 @@ std::string property_table_markdown() {
   out << "| property | claim | killed by | against real Megatron |\n| --- | --- | --- | --- |\n";
   for (const Property& p : all_properties()) {
     out << "| `" << p.name << "` | " << p.claim << " | " << killed_by(p) << " | "
-        << (runs_on_real_code(p) ? "yes" : "no: " + p.not_on_real_code) << " |\n";
+        << (runs_on_real_code(p) ? "yes" : "no: " + why_not_on_real_code(p)) << " |\n";
   }
   return out.str();
 }

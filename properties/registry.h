@@ -15,6 +15,7 @@
 
 #include "properties/case_file.h"
 #include "sim/port/behaviour.h"
+#include "sim/rig/capabilities.h"
 
 namespace sc::props {
 
@@ -38,8 +39,11 @@ struct Property {
   std::vector<std::string> killers;
   // Model laws: the tests that show its check failing on bad input (tests/check_strength_test.cc).
   std::vector<std::string> strength_tests;
-  // Why it does not run with real Megatron code as the system under test (SC_SUT=megatron);
-  // empty when it does. Only variant properties can.
+  // What it needs of a system under test beyond the seam's core (sim/rig/capabilities.h): it
+  // runs against the real code only where the megatron target serves all of them.
+  std::vector<sim::Capability> needs;
+  // Why it cannot run with real Megatron code whatever the worker serves (what it checks is not
+  // Megatron code, or is a claim about the port); empty otherwise. Only variant properties can.
   std::string not_on_real_code;
   // Draws its inputs and RC_ASSERTs its claim against `behaviour` (ignored by model laws).
   std::function<void(const sut::Behaviour&)> body;
@@ -62,6 +66,9 @@ const Property* find_property(std::string_view name);
 // The properties that run against the variant under test, in order: what the mutation score
 // runs against each mutant.
 std::vector<const Property*> variant_properties();
+// Why `p` does not run with real Megatron code as the system under test: its own reason, or each
+// capability it needs that the megatron target does not serve; empty when it runs.
+std::string why_not_on_real_code(const Property& p);
 // Whether `p` runs with real Megatron code as the system under test.
 bool runs_on_real_code(const Property& p);
 // The table of docs/properties.md (property, claim, killed by, against real code), in markdown.

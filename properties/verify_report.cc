@@ -131,7 +131,7 @@ json tree_json(const TreeRun& run) {
 json not_run_json(const std::vector<const Property*>& not_on_real_code) {
   json skipped = json::array();
   for (const Property* p : not_on_real_code) {
-    skipped.push_back({{"name", p->name}, {"why", p->not_on_real_code}});
+    skipped.push_back({{"name", p->name}, {"why", why_not_on_real_code(*p)}});
   }
   return skipped;
 }
@@ -194,7 +194,7 @@ void print_run(std::ostream& out, const TreeRun& run, const std::vector<std::str
     if (o.failed()) print_failure(out, o);
   }
   for (const Property* p : not_on_real_code) {
-    out << "NOT RUN  " << p->name << ": " << p->not_on_real_code << "\n";
+    out << "NOT RUN  " << p->name << ": " << why_not_on_real_code(*p) << "\n";
   }
   int passed = 0, failed = 0, left_out = 0;
   const int w = static_cast<int>(name_width(run.outcomes)) + 2;
@@ -286,7 +286,7 @@ void print_review(std::ostream& out, const Review& review,
     }
   }
   for (const Property* p : not_on_real_code) {
-    out << "NOT RUN  " << p->name << ": " << p->not_on_real_code << "\n";
+    out << "NOT RUN  " << p->name << ": " << why_not_on_real_code(*p) << "\n";
   }
   for (const std::string& c : review.claims) out << "claims to fix " << c << "\n";
   for (const std::string& why : review.claim_failures) out << "CLAIM NOT MET  " << why << "\n";

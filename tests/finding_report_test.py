@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_report():
+    sys.dont_write_bytecode = True  # no __pycache__ beside the script
     path = os.path.join(ROOT, "scripts", "finding-report")
     loader = importlib.machinery.SourceFileLoader("finding_report", path)
     spec = importlib.util.spec_from_loader("finding_report", loader)

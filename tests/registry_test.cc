@@ -4,6 +4,7 @@
 // registry's own, word for word.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -75,6 +76,42 @@ TEST(Registry, TheDocsTableIsTheRegistrys) {
   EXPECT_EQ(table, property_table_markdown())
       << "docs/properties.md's property table differs from the registry; the registry's:\n"
       << property_table_markdown();
+}
+
+// The capability table of docs/real-megatron.md is the rig's (sim/rig/capabilities.h).
+TEST(Registry, TheCapabilityTableIsTheRigs) {
+  std::ifstream in(std::string(SC_SOURCE_DIR) + "/docs/real-megatron.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const std::string begin = "<!-- capability-table:begin -->\n";
+  const std::string end = "<!-- capability-table:end -->";
+  const size_t from = doc.find(begin), to = doc.find(end);
+  ASSERT_NE(from, std::string::npos) << "docs/real-megatron.md has no " << begin;
+  ASSERT_NE(to, std::string::npos) << "docs/real-megatron.md has no " << end;
+  EXPECT_EQ(doc.substr(from + begin.size(), to - from - begin.size()),
+            sim::capability_table_markdown())
+      << "docs/real-megatron.md's capability table differs from the rig's:\n"
+      << sim::capability_table_markdown();
+}
+
+// Every capability is needed by some property (no row is dead), and a property that needs one
+// the real code lacks does not run there, in that capability's words.
+TEST(Registry, CapabilitiesDecideWhatRunsAgainstRealCode) {
+  for (const sim::CapabilityInfo& c : sim::all_capabilities()) {
+    bool needed = false;
+    for (const Property& p : all_properties()) {
+      if (std::find(p.needs.begin(), p.needs.end(), c.id) == p.needs.end()) continue;
+      needed = true;
+      if (c.on_real_code || !p.not_on_real_code.empty()) continue;
+      EXPECT_FALSE(runs_on_real_code(p)) << p.name << " needs " << c.name;
+      EXPECT_NE(why_not_on_real_code(p).find(c.name), std::string::npos) << p.name;
+    }
+    EXPECT_TRUE(needed) << "no property needs " << c.name;
+  }
+  const Property* training = find_property("TrainingLoop.EveryParamReceivesItsGradThroughDdp");
+  ASSERT_NE(training, nullptr);
+  EXPECT_TRUE(runs_on_real_code(*training));
 }
 
 }  // namespace

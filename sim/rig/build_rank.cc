@@ -27,6 +27,10 @@ std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::Cas
     throw NotRunAgainstRealCode("on CUDA the real code runs real streams: its stream order is "
                                 "checked on the host stand-in (--device cpu) only");
   }
+  // The worker's device layer runs streams in program order: no other order can be chosen.
+  if (schedule.simulate && schedule.policy != model::streams::Policy::kEager) {
+    not_served_by_real_code(Capability::kChosenStreamOrder);
+  }
   MegatronTarget where = *target.megatron;
   where.cuda = target.device.is_cuda();
   return make_megatron_rank(where, spec, instance, rank, initial, schedule.simulate,
@@ -63,9 +67,7 @@ GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
   for (const RankUnderTest* r : group) {
     const auto* rig = dynamic_cast<const RankRig*>(r);
     if (rig == nullptr) {
-      throw NotRunAgainstRealCode(
-          "Megatron's gathered checkpoint formats are not run against real Megatron code (the "
-          "worker serves the hybrid optimizer's own checkpoints only)");
+      not_served_by_real_code(Capability::kGatheredCheckpoints);
     }
     ranks.push_back(rig);
   }

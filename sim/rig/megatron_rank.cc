@@ -106,11 +106,6 @@ json shards_of_every_rank(const model::CaseSpec& spec, model::Instance instance)
   return out;
 }
 
-[[noreturn]] void not_served(const char* what) {
-  throw NotRunAgainstRealCode(std::string(what) +
-                         " is not run against real Megatron code (the worker serves the hybrid "
-                         "optimizer's own checkpoints only, and records no copy's pinned memory)");
-}
 
 }  // namespace
 
@@ -297,18 +292,23 @@ class MegatronRank final : public RankUnderTest {
     }
     send({{"op", "load"}, {"checkpoint", ck.real->id}, {"map_to_host", map_to_host}});
   }
-  void load_distributed(const Checkpoint&) override { not_served("load_distributed"); }
-  void load_gathered(const GatheredCheckpoint&) override { not_served("load_gathered"); }
-
+  void load_distributed(const Checkpoint&) override {
+    not_served_by_real_code(Capability::kDistributedCheckpoints);
+  }
+  void load_gathered(const GatheredCheckpoint&) override {
+    not_served_by_real_code(Capability::kGatheredCheckpoints);
+  }
   void add_non_tensor_state(std::vector<std::string>) override {
-    not_served("add_non_tensor_state");
+    not_served_by_real_code(Capability::kNonTensorState);
   }
   std::vector<std::string> stream_races() const override {
     return worker_->request({{"op", "stream_races"}, {"handle", handle_}})
         .at("races")
         .get<std::vector<std::string>>();
   }
-  std::vector<std::string> pageable_copies() const override { not_served("pageable_copies"); }
+  std::vector<std::string> pageable_copies() const override {
+    not_served_by_real_code(Capability::kPinnedCopyRecords);
+  }
 
   MegatronStepTimes time_steps(int steps) {
     const json r = worker_->request({{"op", "time_steps"}, {"handle", handle_}, {"steps", steps}});

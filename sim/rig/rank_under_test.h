@@ -18,6 +18,7 @@
 #include "model/shard.h"
 #include "model/spec.h"
 #include "model/streams.h"
+#include "sim/rig/capabilities.h"
 #include "sim/port/behaviour.h"
 #include "sim/port/torch_pch.h"
 #include "sim/rig/initial_values.h"
@@ -91,11 +92,6 @@ struct StreamSchedule {
   bool simulate = false;
 };
 
-// Thrown where a case needs what the real-code worker does not serve (Megatron's distributed
-// and gathered checkpoints, streams): the case cannot run against real Megatron code.
-struct NotRunAgainstRealCode : std::logic_error {
-  using std::logic_error::logic_error;
-};
 
 struct CheckpointImpl;
 struct RealCheckpoint;
