@@ -2,6 +2,8 @@
 // LoadState and ReloadModelParams, driven against the distributed optimizer with the hybrid
 // optimizer inside (the SUT, one rank) and against model::RankReference (the model), compared
 // bit for bit after every command.
+#include "properties/hybrid_state.h"
+
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
 

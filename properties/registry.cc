@@ -14,6 +14,7 @@
 #include "properties/gen/case_gen.h"
 #include "properties/gen/choice.h"
 #include "properties/gen/step_gen.h"
+#include "properties/hybrid_state.h"
 #include "properties/model_laws.h"
 #include "properties/numeric_props.h"
 #include "properties/real_code_props.h"

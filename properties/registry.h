@@ -51,12 +51,6 @@ struct Property {
   std::function<void(const CaseInputs&, const sut::Behaviour&)> check;
 };
 
-// The stateful property (properties/hybrid_state.cc): a case with the hybrid optimizer, a dense
-// DP rank and a sequence of commands (Step, SetLr, SetWd, ZeroGrad, SaveState,
-// Rebuild+LoadState, ReloadModelParams), drawn; and the sequence run against the reference,
-// compared bit for bit after every command.
-CaseInputs draw_hybrid_state_case();
-void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behaviour);
 
 // Every property, in a fixed order: model laws, shard builder, hybrid optimizer, checkpoints,
 // then the stream properties (the dearest per case).

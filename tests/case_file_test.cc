@@ -17,6 +17,7 @@
 #include "properties/case_file.h"
 #include "properties/gen/case_gen.h"
 #include "properties/gen/step_gen.h"
+#include "properties/hybrid_state.h"
 #include "properties/registry.h"
 #include "properties/run.h"
 #include "tests/support/command.h"
