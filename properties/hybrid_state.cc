@@ -18,7 +18,6 @@
 #include "properties/gen/case_gen.h"
 #include "properties/gen/choice.h"
 #include "properties/gen/step_gen.h"
-#include "properties/registry.h"
 #include "properties/support.h"
 #include "sim/rig/fma_probe.h"
 #include "sim/rig/rank_under_test.h"
