@@ -132,6 +132,53 @@ void adamw_step_torch_fused_cpu(std::vector<float>& param, const std::vector<flo
   }
 }
 
+void adamw_step_torch_foreach_cuda(std::vector<float>& param, const std::vector<float>& grad,
+                                   AdamWState32& state, const AdamWHyper& hyper) {
+  assert(param.size() == grad.size());
+  init_moments(param, state);
+  state.step += 1;
+  const TorchStepScalars s = torch_step_scalars(hyper, state.step);
+  const float sqrt_bc2 = static_cast<float>(std::pow(s.bc2, 0.5));
+  const float eps = static_cast<float>(hyper.eps);
+  const float neg_step_size = static_cast<float>((hyper.lr / s.bc1) * -1);
+  for (size_t i = 0; i < param.size(); ++i) {
+    float& m = state.exp_avg[i];
+    float& v = state.exp_avg_sq[i];
+    const float g = grad[i];
+    if (hyper.weight_decay != 0.0) param[i] = param[i] * s.decay;
+    m = lerp(m, g, s.w, true);
+    v = v * s.b2;
+    v = std::fma(s.a2, g * g, v);
+    const float denom = std::sqrt(v) / sqrt_bc2 + eps;
+    param[i] = std::fma(neg_step_size, m / denom, param[i]);
+  }
+}
+
+void adamw_step_torch_fused_cuda(std::vector<float>& param, const std::vector<float>& grad,
+                                 AdamWState32& state, const AdamWHyper& hyper) {
+  assert(param.size() == grad.size());
+  init_moments(param, state);
+  state.step += 1;
+  const float lr = static_cast<float>(hyper.lr), wd = static_cast<float>(hyper.weight_decay);
+  const float b1 = static_cast<float>(hyper.beta1), b2 = static_cast<float>(hyper.beta2);
+  const float eps = static_cast<float>(hyper.eps);
+  const float step = static_cast<float>(state.step);
+  const float bc1 = 1.0f - std::pow(b1, step);
+  const float bc2_sqrt = std::sqrt(1.0f - std::pow(b2, step));
+  const float step_size = lr / bc1;
+  for (size_t i = 0; i < param.size(); ++i) {
+    float& m = state.exp_avg[i];
+    float& v = state.exp_avg_sq[i];
+    const float g = grad[i];
+    if (wd != 0.0f) param[i] = std::fma(-(lr * wd), param[i], param[i]);
+    m = std::fma(b1, m, std::fma(-b1, g, g));
+    const float gg = g * g;
+    v = std::fma(b2, v, std::fma(-b2, gg, gg));
+    const float denom = std::sqrt(v) / bc2_sqrt + eps;
+    param[i] = param[i] - (step_size * m) / denom;
+  }
+}
+
 void adamw_step_fused(std::vector<float>& param, const std::vector<float>& grad,
                       AdamWState32& state, const AdamWHyper& hyper, int64_t group_step) {
   assert(param.size() == grad.size());

@@ -82,6 +82,22 @@ void adamw_step_torch_single(std::vector<float>& param, const std::vector<float>
 // v = fma(v, b2, ((1-b2)*g)*g). Increments state.step.
 void adamw_step_torch_fused_cpu(std::vector<float>& param, const std::vector<float>& grad,
                                 AdamWState32& state, const AdamWHyper& hyper, int width);
+// One step of PyTorch 2.11's foreach AdamW on CUDA tensors (`_multi_tensor_adamw`, torch's
+// default there), as its `_foreach_*` CUDA kernels round: each works in float with its scalar
+// rounded to float once. p *= 1-lr*wd; m = lerp(m, g, 1-b1) as nvcc contracts it (fma(w, g-m, m)
+// for |w| < 0.5); v *= b2; v = fma(1-b2, g*g, v) (addcmul's explicit fma); d = sqrt(v) /
+// sqrt(bc2) + eps, one rounding each (CUDA's sqrtf and float division round correctly);
+// p = fma(-lr/bc1, m/d, p) (addcdiv's explicit fma). Bias corrections from the step as Python
+// floats (double), as on the CPU. Increments state.step.
+void adamw_step_torch_foreach_cuda(std::vector<float>& param, const std::vector<float>& grad,
+                                   AdamWState32& state, const AdamWHyper& hyper);
+// One step of `torch._fused_adamw_` on CUDA tensors (the hybrid optimizer's accelerator side
+// without Transformer Engine). Every scalar is cast to float first; bc1 = 1 - powf(b1, step),
+// bc2s = sqrtf(1 - powf(b2, step)) in float. Per element: p -= (lr*wd)*p as nvcc contracts it
+// (fma(-(lr*wd), p, p)); m = fma(b1, m, fma(-b1, g, g)); v = fma(b2, v, fma(-b2, g*g, g*g))
+// (explicit fmas); d = sqrt(v)/bc2s + eps; p -= ((lr/bc1)*m)/d. Increments state.step.
+void adamw_step_torch_fused_cuda(std::vector<float>& param, const std::vector<float>& grad,
+                                 AdamWState32& state, const AdamWHyper& hyper);
 // One FusedAdam-order step with bias corrections for step `group_step` (the group's count).
 void adamw_step_fused(std::vector<float>& param, const std::vector<float>& grad,
                       AdamWState32& state, const AdamWHyper& hyper, int64_t group_step);

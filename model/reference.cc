@@ -13,9 +13,16 @@ namespace {
 // host side; without TE it is torch's AdamW everywhere. The hybrid optimizer's sub-optimizers
 // (both sides) receive the factory's `fused=True`; the plain distributed optimizer's AdamW runs
 // torch's default, the single-tensor loop on CPU tensors.
-UpdatePath update_path(const CaseSpec& spec, bool offloaded) {
-  if (spec.cpu_offload && (offloaded || !spec.transformer_engine)) return UpdatePath::kTorchFused;
-  if (!spec.transformer_engine) return UpdatePath::kTorchSingleTensor;
+// torch's kernels round differently on CUDA tensors: a piece left on a CUDA accelerator takes
+// their CUDA paths (foreach is torch's default there).
+UpdatePath update_path(const CaseSpec& spec, bool offloaded, bool accelerator_is_cuda) {
+  const bool on_cuda = accelerator_is_cuda && !offloaded;
+  if (spec.cpu_offload && (offloaded || !spec.transformer_engine)) {
+    return on_cuda ? UpdatePath::kTorchFusedCuda : UpdatePath::kTorchFused;
+  }
+  if (!spec.transformer_engine) {
+    return on_cuda ? UpdatePath::kTorchForeachCuda : UpdatePath::kTorchSingleTensor;
+  }
   return UpdatePath::kFusedAccelerator;
 }
 
@@ -45,7 +52,8 @@ RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
     std::vector<std::vector<float>> masters;
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const ShardEntry& e = plan.groups[g].installed[i];
-      paths.push_back(update_path(spec, spec.cpu_offload && offload_.placements[g][i].offloaded));
+      paths.push_back(update_path(spec, spec.cpu_offload && offload_.placements[g][i].offloaded,
+                                  accelerator_is_cuda));
       const auto& full = initial.at(e.param);
       masters.emplace_back(full.begin() + e.param_range.start, full.begin() + e.param_range.end);
     }
@@ -94,12 +102,22 @@ void RankReference::step(const StepInputs& in) {
                               full.begin() + e.param_range.end);
       for (float& x : grad) x = main_grad(*case_, p, x, in);
       std::vector<float>& master = master_[g][i];
-      if (path_[g][i] == UpdatePath::kTorchSingleTensor) {
-        adamw_step_torch_single(master, grad, state_[g][i], h, kernels_);
-      } else if (path_[g][i] == UpdatePath::kTorchFused) {
-        adamw_step_torch_fused_cpu(master, grad, state_[g][i], h, kernels_.fused_width);
-      } else {
-        adamw_step_fused(master, grad, state_[g][i], h, steps_);
+      switch (path_[g][i]) {
+        case UpdatePath::kTorchSingleTensor:
+          adamw_step_torch_single(master, grad, state_[g][i], h, kernels_);
+          break;
+        case UpdatePath::kTorchForeachCuda:
+          adamw_step_torch_foreach_cuda(master, grad, state_[g][i], h);
+          break;
+        case UpdatePath::kTorchFused:
+          adamw_step_torch_fused_cpu(master, grad, state_[g][i], h, kernels_.fused_width);
+          break;
+        case UpdatePath::kTorchFusedCuda:
+          adamw_step_torch_fused_cuda(master, grad, state_[g][i], h);
+          break;
+        case UpdatePath::kFusedAccelerator:
+          adamw_step_fused(master, grad, state_[g][i], h, steps_);
+          break;
       }
       const bool split = fused_master_ && case_->store_param_remainders &&
                          p.dtype == DType::kBFloat16;

@@ -30,10 +30,17 @@ namespace sc::model {
 // dtype: what the found-inf check, MAX-reduced over the DP group, finds.
 bool grads_non_finite(const CaseSpec& spec, Instance instance, const StepInputs& in);
 
-// Which implementation steps a piece: torch 2.11's AdamW, as its single-tensor loop (the
-// default on CPU tensors) or as the fused kernel (`fused=True`, which Megatron's factory gives
-// the hybrid optimizer's sub-optimizers), or Transformer Engine's FusedAdam.
-enum class UpdatePath { kTorchSingleTensor, kTorchFused, kFusedAccelerator };
+// Which implementation steps a piece: torch 2.11's AdamW, as its default loop (single-tensor on
+// CPU tensors, foreach on CUDA tensors) or as the fused kernel (`fused=True`, which Megatron's
+// factory gives the hybrid optimizer's sub-optimizers) on CPU or CUDA tensors, or Transformer
+// Engine's FusedAdam.
+enum class UpdatePath {
+  kTorchSingleTensor,
+  kTorchForeachCuda,
+  kTorchFused,
+  kTorchFusedCuda,
+  kFusedAccelerator
+};
 
 // The reference of one rank of one instance (copyable; `spec` and `plan` must outlive it).
 class RankReference {
