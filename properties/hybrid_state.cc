@@ -8,6 +8,7 @@
 #include <rapidcheck/state.h>
 
 #include <cstring>
+#include <iomanip>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,7 +58,9 @@ void expect_model_equal(const HybridModel& m, const HybridSut& s, const std::str
       const std::vector<float>& want = m.ref->model_piece(g, i);
       for (size_t k = 0; k < got.size(); ++k) {
         if (std::memcmp(&got[k], &want[k], sizeof(float)) != 0) {
-          RC_LOG() << under_test(s.behaviour) << ": after " << after << ", "
+          // Nine significant digits name one float: six printed both sides of a one-ulp
+          // difference alike on the first GPU run.
+          RC_LOG() << std::setprecision(9) << under_test(s.behaviour) << ": after " << after << ", "
                    << m.c->params[m.plan->groups[g].installed[i].param].name << " element " << k
                    << " of its piece: " << tested_side() << " " << got[k] << ", reference "
                    << want[k] << "\n";
