@@ -341,38 +341,31 @@ struct DpGroup {
   }
 };
 
-// Megatron's reduce-scatter of one bucket's grad buffer into this rank's shard (SUM).
-// LibTorch 1.13's Gloo has no reduce_scatter ("ProcessGroupGloo does not support
-// reduce_scatter"), so it is built from alltoall_base, which hands shard j of every rank's bucket
-// to rank j, and a sum in rank order. As after reduce_scatter_tensor, this rank's shard holds the
-// reduced gradient and the rest of its bucket keeps the local grads.
+// Megatron's reduce-scatter of one bucket's grad buffer into this rank's shard (SUM), as
+// `reduce_scatter_tensor` runs it (c10d's `_reduce_scatter_base`, which torch 2.x's Gloo has for
+// fp32): the whole bucket in, this rank's shard out; the rest of the bucket keeps the local grads.
+// Gloo adds in an order of its own; the grad parts (grad_part) sum to the same bits in any order.
 void reduce_scatter(DpGroup& group, const torch::Tensor& bucket_grad, const std::string& what) {
   TORCH_CHECK(bucket_grad.scalar_type() == torch::kFloat,
               "the multi-process mode reduces fp32 grad buffers only");
   const int64_t shard = bucket_grad.numel() / group.size;
   TORCH_CHECK(shard * group.size == bucket_grad.numel(), "bucket not divisible by the DP size");
   torch::Tensor input = bucket_grad;
-  torch::Tensor received = torch::empty_like(bucket_grad);
-  std::vector<int64_t> equal_split;
-  group.run("reduce-scatter of " + what, [&](auto& pg) {
-    pg.alltoall_base(received, input, equal_split, equal_split)->wait();
-  });
-  torch::Tensor sum = received.slice(0, 0, shard).clone();
-  for (int j = 1; j < group.size; ++j) sum.add_(received.slice(0, j * shard, (j + 1) * shard));
-  bucket_grad.slice(0, group.rank * shard, (group.rank + 1) * shard).copy_(sum);
+  torch::Tensor reduced = torch::empty({shard}, bucket_grad.options());
+  group.run("reduce-scatter of " + what,
+            [&](auto& pg) { pg._reduce_scatter_base(reduced, input)->wait(); });
+  bucket_grad.slice(0, group.rank * shard, (group.rank + 1) * shard).copy_(reduced);
 }
 
-// Megatron's all-gather of one bucket's param buffer from every rank's shard. The bytes are
-// gathered (Gloo in LibTorch 1.13 has no bf16), which moves the same bits.
+// Megatron's all-gather of one bucket's param buffer from every rank's shard
+// (`all_gather_into_tensor`, c10d's `_allgather_base`). The bytes are gathered, which moves the
+// same bits whatever the dtype (Gloo's bf16 support depends on how it was built); the shard is
+// copied out first, since it is a view of the buffer it is gathered into.
 void all_gather(DpGroup& group, const torch::Tensor& bucket_param, const std::string& what) {
   torch::Tensor bytes = bucket_param.view(torch::kByte);
   const int64_t shard = bytes.numel() / group.size;
-  std::vector<torch::Tensor> input{bytes.slice(0, group.rank * shard, (group.rank + 1) * shard)};
-  std::vector<std::vector<torch::Tensor>> outputs(1);
-  for (int j = 0; j < group.size; ++j) {
-    outputs[0].push_back(bytes.slice(0, j * shard, (j + 1) * shard));
-  }
-  group.run("all-gather of " + what, [&](auto& pg) { pg.allgather(outputs, input)->wait(); });
+  torch::Tensor mine = bytes.slice(0, group.rank * shard, (group.rank + 1) * shard).clone();
+  group.run("all-gather of " + what, [&](auto& pg) { pg._allgather_base(bytes, mine)->wait(); });
 }
 
 class StoreError : public std::runtime_error {
