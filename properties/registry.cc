@@ -21,6 +21,7 @@
 #include "properties/scaler_props.h"
 #include "properties/shape_props.h"
 #include "properties/step_flow_props.h"
+#include "sim/port/deviation.h"
 #include "properties/training_props.h"
 #include "properties/support.h"
 
@@ -644,6 +645,21 @@ std::string property_table_markdown() {
   for (const Property& p : all_properties()) {
     out << "| `" << p.name << "` | " << p.claim << " | " << killed_by(p) << " | "
         << (runs_on_real_code(p) ? "yes" : "no: " + why_not_on_real_code(p)) << " |\n";
+  }
+  return out.str();
+}
+
+std::string mutant_table_markdown() {
+  std::ostringstream out;
+  out << "| mutant | built on | re-injected bug | killed by |\n| --- | --- | --- | --- |\n";
+  for (const sut::DeviationRow& r : sut::deviation_table()) {
+    if (r.kind != sut::DeviationKind::kMutant) continue;
+    std::string killers;
+    for (const Property& p : all_properties()) {
+      if (std::find(p.killers.begin(), p.killers.end(), r.name) == p.killers.end()) continue;
+      killers += (killers.empty() ? "`" : ", `") + p.name + "`";
+    }
+    out << "| `" << r.name << "` | `" << r.base << "` | " << r.doc << " | " << killers << " |\n";
   }
   return out.str();
 }

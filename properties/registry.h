@@ -67,6 +67,9 @@ std::string why_not_on_real_code(const Property& p);
 bool runs_on_real_code(const Property& p);
 // The table of docs/properties.md (property, claim, killed by, against real code), in markdown.
 std::string property_table_markdown();
+// The mutants' table of docs/variants-and-mutants.md: each mutant of the deviation table, the
+// variant it is built on, the bug it re-injects, and the properties that name it as a killer.
+std::string mutant_table_markdown();
 
 // Where failing properties write case files: $SC_CASE_DIR, else "shardcheck-cases" under the
 // system's temporary directory.

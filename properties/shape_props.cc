@@ -325,7 +325,7 @@ void run_fused_host_adamw_shapes_property(const sut::Behaviour& behaviour) {
     theirs.push_back(make_tensor(s, b, torch::kCPU).contiguous());
   }
   engines::FusedHostAdamW opt(adamw_groups(ours, split), {},
-                              behaviour.mutant_eng_strided_fast_path);
+                              behaviour.has(sut::Deviation::kEngStridedFastPath));
   // What it stands in for: Megatron's host `torch.optim.AdamW(fused=True)`.
   sut::TorchAdamW ref(adamw_groups(theirs, split), /*fused=*/true, sut::Behaviour{});
   bool fused = false;

@@ -325,7 +325,7 @@ int64_t steps_equal_the_fully_patched_variant(const sut::Behaviour& variant) {
 TEST(FusedHostAdamW, HybridOptimizerStepsEqualTheFullyPatchedVariant) {
   const auto fused = sut::behaviour_by_name("patched+fused-host-adamw");
   ASSERT_TRUE(fused.has_value());
-  ASSERT_TRUE(fused->fused_host_adamw);
+  ASSERT_TRUE(fused->has(sut::Deviation::kFusedHostAdamw));
   const int64_t before = engines::FusedHostAdamW::fused_steps_taken();
   EXPECT_EQ(steps_equal_the_fully_patched_variant(*fused), 0);
   // 3 models x 2 overlaps x 2 fractions x 3 steps, at least one host optimizer each.

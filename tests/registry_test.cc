@@ -1,7 +1,7 @@
 // The property registry (properties/registry.h) is the one list of properties: names are
 // unique "Suite.Name"s, every property is shown to fail on something (a killer the kill tests
 // run, or a check-strength test of this binary), and the table of docs/properties.md is the
-// registry's own, word for word.
+// registry's own, word for word, as are the docs' capability table and variant tables.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -63,36 +63,42 @@ TEST(Registry, EveryPropertyIsShownToFailOnSomething) {
   }
 }
 
-TEST(Registry, TheDocsTableIsTheRegistrys) {
-  std::ifstream in(std::string(SC_SOURCE_DIR) + "/docs/properties.md");
+// The text of docs/`page` between `<!-- NAME:begin -->` and `<!-- NAME:end -->`, or a failure.
+::testing::AssertionResult docs_table_is(const std::string& page, const std::string& name,
+                                        const std::string& want) {
+  std::ifstream in(std::string(SC_SOURCE_DIR) + "/docs/" + page);
   std::stringstream text;
   text << in.rdbuf();
   const std::string doc = text.str();
-  const std::string begin = "<!-- property-table:begin -->\n", end = "<!-- property-table:end -->";
+  const std::string begin = "<!-- " + name + ":begin -->\n", end = "<!-- " + name + ":end -->";
   const size_t from = doc.find(begin), to = doc.find(end);
-  ASSERT_NE(from, std::string::npos) << "docs/properties.md has no " << begin;
-  ASSERT_NE(to, std::string::npos) << "docs/properties.md has no " << end;
-  const std::string table = doc.substr(from + begin.size(), to - from - begin.size());
-  EXPECT_EQ(table, property_table_markdown())
-      << "docs/properties.md's property table differs from the registry; the registry's:\n"
-      << property_table_markdown();
+  if (from == std::string::npos || to == std::string::npos) {
+    return ::testing::AssertionFailure() << "docs/" << page << " has no " << begin << " ... " << end;
+  }
+  if (doc.substr(from + begin.size(), to - from - begin.size()) == want) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "docs/" << page << "'s " << name
+                                       << " differs from the code's:\n" << want;
+}
+
+TEST(Registry, TheDocsTableIsTheRegistrys) {
+  EXPECT_TRUE(docs_table_is("properties.md", "property-table", property_table_markdown()));
 }
 
 // The capability table of docs/real-megatron.md is the rig's (sim/rig/capabilities.h).
 TEST(Registry, TheCapabilityTableIsTheRigs) {
-  std::ifstream in(std::string(SC_SOURCE_DIR) + "/docs/real-megatron.md");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string doc = text.str();
-  const std::string begin = "<!-- capability-table:begin -->\n";
-  const std::string end = "<!-- capability-table:end -->";
-  const size_t from = doc.find(begin), to = doc.find(end);
-  ASSERT_NE(from, std::string::npos) << "docs/real-megatron.md has no " << begin;
-  ASSERT_NE(to, std::string::npos) << "docs/real-megatron.md has no " << end;
-  EXPECT_EQ(doc.substr(from + begin.size(), to - from - begin.size()),
-            sim::capability_table_markdown())
-      << "docs/real-megatron.md's capability table differs from the rig's:\n"
-      << sim::capability_table_markdown();
+  EXPECT_TRUE(docs_table_is("real-megatron.md", "capability-table",
+                            sim::capability_table_markdown()));
+}
+
+// The tables of docs/variants-and-mutants.md are the deviation table's (sim/port/deviation.h).
+TEST(Registry, TheVariantTablesAreTheDeviationTables) {
+  const std::string page = "variants-and-mutants.md";
+  EXPECT_TRUE(docs_table_is(page, "change-table", sut::change_table_markdown()));
+  EXPECT_TRUE(docs_table_is(page, "engine-table", sut::engine_table_markdown()));
+  EXPECT_TRUE(docs_table_is(page, "alias-table", sut::alias_table_markdown()));
+  EXPECT_TRUE(docs_table_is(page, "mutant-table", mutant_table_markdown()));
 }
 
 // Every capability is needed by some property (no row is dead), and a property that needs one

@@ -69,7 +69,8 @@ void fail_row(const model::CaseSpec& spec, const std::string& outcome, int param
 // installed is a non-leaf).
 void predict_outcome(const sut::Behaviour& behaviour, const model::CaseSpec& spec,
                      const model::RankPlan& plan, Row& row) {
-  if (!behaviour.detach_fp32_shard && spec.cpu_offload && model::owns_fp32_piece(spec, plan)) {
+  if (!behaviour.has(sut::Deviation::kPr6982) && spec.cpu_offload &&
+      model::owns_fp32_piece(spec, plan)) {
     for (const auto& g : plan.groups) {
       for (const auto& e : g.installed) {
         if (e.kind == model::ShardKind::kFp32View) {

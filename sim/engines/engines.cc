@@ -29,7 +29,7 @@ std::unique_ptr<sut::HostOffloadEngine> engine_for(const sut::Behaviour& behavio
   if (behaviour.pipeline_chunk > 0) {
     return std::make_unique<PipelinedOffload>(behaviour.pipeline_chunk);
   }
-  if (behaviour.fused_host_adamw) return std::make_unique<FusedHostEngine>();
+  if (behaviour.has(sut::Deviation::kFusedHostAdamw)) return std::make_unique<FusedHostEngine>();
   return nullptr;
 }
 

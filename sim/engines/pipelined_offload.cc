@@ -117,7 +117,7 @@ int PipelinedOffload::step_chunk(sut::HybridDeviceOptimizer& hdo, const Piece& p
   const bool narrow_copy = t.gpu_param.scalar_type() != torch::kFloat;
   torch::Tensor out;
   if (narrow_copy) {
-    if (k >= kStagingSlots && !hdo.behaviour().mutant_pipe_no_staging_wait) {
+    if (k >= kStagingSlots && !hdo.behaviour().has(sut::Deviation::kPipeNoStagingWait)) {
       st.synchronize_event(h2d_done[k - kStagingSlots]);
     }
     out = staging(hdo, 1, slot, t.gpu_param.scalar_type()).narrow(0, 0, n);
@@ -153,9 +153,10 @@ void PipelinedOffload::host_step(sut::HybridDeviceOptimizer& hdo) {
   std::vector<Piece> pieces;
   for (const Tensors& t : tensors) {
     // PIPE-first-dim: the first dimension's length taken for the element count.
-    const int64_t numel = hdo.behaviour().mutant_pipe_first_dim_only && t.gpu_original.dim() > 0
-                              ? t.gpu_original.size(0)
-                              : t.master.numel();
+    const int64_t numel =
+        hdo.behaviour().has(sut::Deviation::kPipeFirstDimOnly) && t.gpu_original.dim() > 0
+            ? t.gpu_original.size(0)
+            : t.master.numel();
     for (int64_t lo = 0; lo < numel; lo += chunk_) {
       pieces.push_back({&t, lo, std::min(numel, lo + chunk_)});
     }
@@ -167,7 +168,7 @@ void PipelinedOffload::host_step(sut::HybridDeviceOptimizer& hdo) {
   for (size_t k = 0; k < pieces.size(); ++k) {
     // The next chunk's copy runs during this pass.
     if (k + 1 < pieces.size()) d2h_done[k + 1] = copy_grad_chunk(hdo, pieces[k + 1], k + 1);
-    if (!hdo.behaviour().mutant_pipe_no_chunk_wait) st.synchronize_event(d2h_done[k]);
+    if (!hdo.behaviour().has(sut::Deviation::kPipeNoChunkWait)) st.synchronize_event(d2h_done[k]);
     h2d_done[k] = step_chunk(hdo, pieces[k], k, h2d_done);
   }
   st.wait_stream(sut::Streams::kCurrent, hdo.h2d_stream());

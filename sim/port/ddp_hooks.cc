@@ -48,7 +48,8 @@ void zero_grad_buffer(std::vector<ModelParam>& params,
   for (ModelParam& p : params) p.grad_added_to_main_grad = false;
   for (const ParamAndGradBuffer* b : buffers) {
     // Mutant TRAIN-zero-skips-expert: `self.buffers` only, not `self.expert_parallel_buffers`.
-    if (behaviour.mutant_zero_grad_buffer_skips_expert && b->key().is_expert_parallel) continue;
+    if (behaviour.has(Deviation::kZeroGradBufferSkipsExpert) && b->key().is_expert_parallel)
+      continue;
     b->grad_data().zero_();
   }
 }

@@ -48,7 +48,7 @@ BucketRangeMap build_model_gbuf_range(const ParamAndGradBuffer& buffer, size_t b
   const int64_t gbuf_size = bucket.grad_data.numel();
   TORCH_CHECK(gbuf_size % world == 0, "Each bucket's buffer size should be divisible by ", world);
   const int64_t max_range =
-      behaviour.mutant_shard_size_for_double_dp ? gbuf_size / (2 * world) : gbuf_size / world;
+      behaviour.has(Deviation::kShardSizeForDoubleDp) ? gbuf_size / (2 * world) : gbuf_size / world;
   std::vector<Range> all;
   for (int64_t r = 0; r < world; ++r) {
     const int64_t start = r * max_range;
@@ -151,10 +151,11 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
   build_model_and_main_param_groups();
 
   // Rebuild the index map in installed order: [*model_fp32_group, *model_float16_group].
-  if (behaviour_.mutant_stale_index_map) {
+  if (behaviour_.has(Deviation::kStaleIndexMap)) {
     model_param_group_index_map_ = local_param_group_map;
   }
-  for (size_t g = 0; !behaviour_.mutant_stale_index_map && g < opt_group_ranges_.size(); ++g) {
+  for (size_t g = 0; !behaviour_.has(Deviation::kStaleIndexMap) && g < opt_group_ranges_.size();
+       ++g) {
     std::vector<int> order = model_fp32_groups_[g];
     order.insert(order.end(), model_float16_groups_[g].begin(), model_float16_groups_[g].end());
     for (size_t i = 0; i < order.size(); ++i) {
@@ -210,8 +211,9 @@ void DistributedOptimizer::build_model_and_main_param_groups() {
         shard_float16_this.push_back(shard_model_param);
         shard_fp32_from_float16_this.push_back(shard_main_param);
       } else if (type == "torch.cuda.FloatTensor") {
-        torch::Tensor source = behaviour_.detach_fp32_shard ? model_param.detach() : model_param;
-        if (behaviour_.mutant_detach_model_param) source = model_param.detach_();
+        torch::Tensor source =
+            behaviour_.has(Deviation::kPr6982) ? model_param.detach() : model_param;
+        if (behaviour_.has(Deviation::kDetachModelParam)) source = model_param.detach_();
         torch::Tensor shard_model_param =
             source.view(-1).slice(0, param_range.start, param_range.end);
         model_fp32_this.push_back(param);
@@ -280,8 +282,9 @@ void DistributedOptimizer::copy_main_params_to_model_params() {
         const int param = model_groups[g][i];
         const ParamRangeMap& ranges = ranges_of(param);
         // DS-03: index the bucket with the absolute buffer range.
-        const Range world =
-            behaviour_.mutant_ds03_copy_back_slice ? ranges.gbuf_world : ranges.gbuf_world_in_bucket;
+        const Range world = behaviour_.has(Deviation::kDs03CopyBackSlice)
+                                ? ranges.gbuf_world
+                                : ranges.gbuf_world_in_bucket;
         const torch::Tensor& shard_main = shard_main_groups[g][i];
         TORCH_CHECK(world.size() == shard_main.numel(), "world range size != main param numel");
         const auto [gbuf_index, bucket_index] = param_gbuf_map_.at(param);
@@ -289,7 +292,7 @@ void DistributedOptimizer::copy_main_params_to_model_params() {
         // Mutant DS-05: a 16-bit buffer addressed at fp32-sized offsets.
         const bool half = bucket.param_data.element_size() == 2;
         const int64_t start =
-            behaviour_.mutant_ds05_fp32_stride && half ? 2 * world.start : world.start;
+            behaviour_.has(Deviation::kDs05Fp32Stride) && half ? 2 * world.start : world.start;
         torch::Tensor dst = bucket.param_data.view(-1).slice(0, start, start + world.size());
         TORCH_CHECK(dst.numel() == shard_main.numel(), "copy-back slice leaves the bucket");
         const torch::Tensor src = shard_main.detach();
@@ -306,7 +309,7 @@ void DistributedOptimizer::reload_model_params() {
   torch::NoGradGuard no_grad;
   const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
   auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get());
-  const bool fix = behaviour_.fix_hdo_reload_refreshes_copies;
+  const bool fix = behaviour_.has(Deviation::kF3);
   if (hdo && !fix) {
     hdo->update_fp32_param_by_new_param();
     return;
@@ -397,7 +400,7 @@ bool DistributedOptimizer::unscale_main_grads_and_check_for_nan() {
     }
   }
   // MP-found-inf-not-reduced: each rank decides from its own shards.
-  if (found_inf_reduce_max_ && !behaviour_.mutant_found_inf_not_reduced) {
+  if (found_inf_reduce_max_ && !behaviour_.has(Deviation::kFoundInfNotReduced)) {
     found_inf = found_inf_reduce_max_(found_inf);
   }
   return found_inf;
@@ -413,7 +416,7 @@ void DistributedOptimizer::set_grad_stats(double clip_grad, bool log_num_zeros_i
 std::vector<torch::Tensor> DistributedOptimizer::main_grads_for_grad_norm() const {
   // CLIP-pa-reads-grad: `.grad` read even when precision-aware (it is None there).
   const bool decoupled = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8 &&
-                         !behaviour_.mutant_clip_pa_reads_grad;
+                         !behaviour_.has(Deviation::kClipPaReadsGrad);
   std::vector<torch::Tensor> grads;
   for (const auto& group : optimizer_->param_groups()) {
     for (const auto& param : group.params()) {
@@ -428,20 +431,21 @@ double DistributedOptimizer::clip_grad_norm(double clip_grad) {
   const std::vector<torch::Tensor> grads = main_grads_for_grad_norm();
   // CLIP-norm-not-reduced: each rank's norm of its own shards only.
   const double grad_norm = get_grad_norm_fp32(
-      grads, behaviour_.mutant_clip_norm_not_reduced ? GradStatsSum() : grad_stats_sum_);
+      grads, behaviour_.has(Deviation::kClipNormNotReduced) ? GradStatsSum() : grad_stats_sum_);
   // `clip_grad_by_total_norm_fp32(params, ...)` collects the same grads again (no separate
   // grad-norm groups here) and asserts (bare `assert`s) fp32 grads, or, precision-aware, fp32 or
   // bf16 decoupled grads: fp16 ones raise (F12: accepted).
   if (clip_grad > 0.0 && !grads.empty()) {
     const bool pa = config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8;
-    const bool fp16_ok = pa && behaviour_.fix_clip_fp16_decoupled_grads;
+    const bool fp16_ok = pa && behaviour_.has(Deviation::kF12);
     for (const auto& g : grads) {
       const auto t = g.scalar_type();
       TORCH_CHECK(t == torch::kFloat || (pa && t == torch::kBFloat16) ||
                       (fp16_ok && t == torch::kHalf),
                   "AssertionError: ");
     }
-    clip_grad_by_total_norm_fp32(grads, clip_grad, grad_norm, behaviour_.mutant_clip_always_scaled);
+    clip_grad_by_total_norm_fp32(grads, clip_grad, grad_norm,
+                                 behaviour_.has(Deviation::kClipAlwaysScaled));
   }
   return grad_norm;
 }
@@ -455,7 +459,7 @@ StepResult DistributedOptimizer::step() {
   copy_model_grads_to_main_grads();
   // CLIP-before-unscale: the norm taken (and the grads clipped) while they are still scaled.
   std::optional<double> early_norm;
-  if (behaviour_.mutant_clip_before_unscale && config_.clip_grad > 0.0) {
+  if (behaviour_.has(Deviation::kClipBeforeUnscale) && config_.clip_grad > 0.0) {
     streams_->synchronize();
     early_norm = clip_grad_norm(config_.clip_grad);
   }
@@ -463,20 +467,20 @@ StepResult DistributedOptimizer::step() {
     const bool found_inf = unscale_main_grads_and_check_for_nan();
     grad_scaler_->update(found_inf);
     // MP-step-despite-inf: the early return on inf/NaN dropped.
-    if (found_inf && !behaviour_.mutant_step_despite_inf) return StepResult{};
+    if (found_inf && !behaviour_.has(Deviation::kStepDespiteInf)) return StepResult{};
   }
   StepResult result{true, 0.0, 0};
   // The norm and the count end in `.item()`, which waits for the device; the port reads the
   // grads on the host, so it waits first.
   if (config_.clip_grad > 0.0 || config_.log_num_zeros_in_grad) streams_->synchronize();
   // ZEROS-counted-before-clipping: the count taken ahead of the clipping.
-  if (config_.log_num_zeros_in_grad && behaviour_.mutant_zeros_before_clipping) {
+  if (config_.log_num_zeros_in_grad && behaviour_.has(Deviation::kZerosBeforeClipping)) {
     result.num_zeros_in_grad = count_zeros();
   }
   if (config_.clip_grad > 0.0) {
     result.grad_norm = early_norm ? *early_norm : clip_grad_norm(config_.clip_grad);
   }
-  if (config_.log_num_zeros_in_grad && !behaviour_.mutant_zeros_before_clipping) {
+  if (config_.log_num_zeros_in_grad && !behaviour_.has(Deviation::kZerosBeforeClipping)) {
     result.num_zeros_in_grad = count_zeros();
   }
   if (dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
@@ -560,13 +564,13 @@ DistOptStateDict DistributedOptimizer::state_dict() const {
       steps.insert(static_cast<const torch::optim::AdamWParamState&>(*s).step());
     }
     // F5 fix: a fresh optimizer (no state yet, as when a checkpoint load starts) has no step.
-    const bool fresh = steps.empty() && behaviour_.fix_distopt_load_skips_step;
+    const bool fresh = steps.empty() && behaviour_.has(Deviation::kF5);
     if (steps.size() != 1 && !fresh) assertion_error("len(steps) == 1");
     if (!fresh) step = *steps.begin();
   } else if (hdo) {
     step = hdo->first_host_adamw_step();
     // F5 fix: without a host AdamW (fraction 0) the step is the accelerator FusedAdam's.
-    if (!step && behaviour_.fix_distopt_load_skips_step) step = hdo->accelerator_group_step();
+    if (!step && behaviour_.has(Deviation::kF5)) step = hdo->accelerator_group_step();
   } else {
     std::set<int64_t> steps;
     for (const auto& g : groups) {
@@ -596,7 +600,7 @@ void DistributedOptimizer::load_state_dict(const DistOptStateDict& sd, uint64_t 
 
   // Saved groups by identifier keys (a later duplicate wins, as in the dict Megatron builds).
   auto identify = [&](GroupKey k) {
-    if (behaviour_.mutant_meg06_drop_lr_mult) k.lr_mult = 1.0;
+    if (behaviour_.has(Deviation::kMeg06DropLrMult)) k.lr_mult = 1.0;
     return k;
   };
   std::map<GroupKey, SavedGroup> by_key;
@@ -630,7 +634,7 @@ void DistributedOptimizer::load_state_dict(const DistOptStateDict& sd, uint64_t 
     for (const SavedGroup& g : sd.param_groups) {
       if (g.step) steps.insert(*g.step);
     }
-    const bool no_step = steps.empty() && behaviour_.fix_distopt_load_skips_step;  // F5 fix
+    const bool no_step = steps.empty() && behaviour_.has(Deviation::kF5);  // F5 fix
     if (!fused && steps.size() != 1 && !no_step) assertion_error("len(steps) == 1");
     for (size_t g = 0; g < groups.size(); ++g) {
       write_group(groups[g].options(), merged[g]);
@@ -713,7 +717,7 @@ ParamStateTensors DistributedOptimizer::get_main_param_and_optimizer_states(int 
   }
   // The state's non-tensor entries: upstream skips them (`isinstance(v, torch.Tensor)`); the
   // MEG-07 mutant takes them, and precision-aware FusedAdam then asks for their unscaled value.
-  if (behaviour_.mutant_meg07_non_tensor_state && !tensors.empty()) {
+  if (behaviour_.has(Deviation::kMeg07NonTensorState) && !tensors.empty()) {
     for (const std::string& k : non_tensor_state_) {
       TORCH_CHECK(!(pa && fused), "AttributeError: FusedAdam.get_unscaled_state: state '", k,
                   "' is not a tensor and has no 'dtype'");
@@ -743,14 +747,14 @@ void DistributedOptimizer::set_main_param_and_optimizer_states(int param,
       if (!v.defined()) {
         // A non-tensor entry: upstream skips it; the MEG-07 mutant assigns it into hdo.state
         // (nothing the port keeps) or hands it to FusedAdam.set_scaled_state, which fails.
-        TORCH_CHECK(!fused || !behaviour_.mutant_meg07_non_tensor_state,
+        TORCH_CHECK(!fused || !behaviour_.has(Deviation::kMeg07NonTensorState),
                     "AttributeError: FusedAdam.set_scaled_state: '", k,
                     "' is not a tensor and has no 'dtype'");
         continue;
       }
       if (hdo) {
         hdo->assign_state(t, k == "param" ? "master_param" : k, v);
-      } else if (k == "param" && behaviour_.fix_distopt_gathered_remainders &&
+      } else if (k == "param" && behaviour_.has(Deviation::kF9) &&
                  v.scalar_type() == torch::kFloat && fused->state_of(t) &&
                  fused->state_of(t)->master_param().scalar_type() == torch::kShort) {
         // F9 fix: an fp32 master for a remainder-keeping bf16 param is split again.
@@ -774,10 +778,10 @@ void DistributedOptimizer::set_main_param_and_optimizer_states(int param,
   const ParamStateTensors dst = get_main_param_and_optimizer_states(param);
   for (const auto& [k, live] : dst) {
     auto src = tensors.find(k);
-    if (src == tensors.end() && k == "step" && behaviour_.fix_distopt_load_skips_step) continue;
+    if (src == tensors.end() && k == "step" && behaviour_.has(Deviation::kF5)) continue;
     TORCH_CHECK(src != tensors.end(), "KeyError: '", k, "'");
     // A non-tensor saved entry: upstream skips it; the MEG-07 mutant copies it as well.
-    if (!src->second.defined() && !behaviour_.mutant_meg07_non_tensor_state) continue;
+    if (!src->second.defined() && !behaviour_.has(Deviation::kMeg07NonTensorState)) continue;
     TORCH_CHECK(live.defined(), "AttributeError: the non-tensor state entry '", k,
                 "' has no attribute 'copy_'");
     TORCH_CHECK(src->second.defined(), "TypeError: copy_(): the saved state entry '", k,
@@ -851,7 +855,7 @@ void DistributedOptimizer::load_parameter_state_from_fs_model_space(
     const std::vector<ParamStateTensors>& state) {
   // Mutant PT-04: entry k of the saved list goes to the k-th local param taken group by group.
   std::vector<int> group_order;
-  if (behaviour_.mutant_pt04_group_order) {
+  if (behaviour_.has(Deviation::kPt04GroupOrder)) {
     for (const GroupRange& g : opt_group_ranges_) {
       group_order.insert(group_order.end(), g.params.begin(), g.params.end());
     }
@@ -861,7 +865,7 @@ void DistributedOptimizer::load_parameter_state_from_fs_model_space(
     for (const BucketRangeMap& bucket : gbuf.buckets) {
       for (auto [param, ranges] : bucket.param_map) {
         (void)ranges;
-        if (behaviour_.mutant_pt04_group_order) param = group_order.at(index);
+        if (behaviour_.has(Deviation::kPt04GroupOrder)) param = group_order.at(index);
         ParamStateTensors src;
         for (const auto& [k, v] : state.at(index)) {
           if (k == "step") continue;  // read from the param groups instead
@@ -911,7 +915,7 @@ DpZeroLocalShards DistributedOptimizer::dp_zero_local_shards() const {
       const auto* fused = dynamic_cast<const FusedAdam*>(optimizer_.get());
       for (const auto& [param, ranges] : gbuf_ranges_[b].buckets[k].param_map) {
         ParamStateTensors tensors = get_main_param_and_optimizer_states(param);
-        if (behaviour_.fix_distopt_gathered_remainders && fused &&
+        if (behaviour_.has(Deviation::kF9) && fused &&
             config_.use_precision_aware_optimizer_no_fp8_or_ds_fp8) {
           tensors["param"] = fused->master_of(installed_tensor(param));  // F9 fix
         }
@@ -977,7 +981,7 @@ std::vector<ModelSpaceParamState> DistributedOptimizer::sharded_param_state_full
     for (const auto& [param, world_start, world_end, bucket_id] :
          buffer.layout().param_index_map) {
       int64_t start = world_start, end = world_end;
-      if (behaviour_.fix_distopt_reshard_padding) {
+      if (behaviour_.has(Deviation::kF7)) {
         start -= stripped.at(bucket_id);
         end -= stripped.at(bucket_id);
       }
@@ -985,7 +989,7 @@ std::vector<ModelSpaceParamState> DistributedOptimizer::sharded_param_state_full
       entry.param = param;
       for (const char* key : kDpZeroKeys) {
         const torch::Tensor& w = packed.tensors.at(key);
-        if (behaviour_.fix_distopt_reshard_padding && end > w.numel()) {
+        if (behaviour_.has(Deviation::kF7) && end > w.numel()) {
           assertion_error("range [" + std::to_string(start) + ", " + std::to_string(end) +
                           ") runs past the coalesced buffer (" + std::to_string(w.numel()) +
                           " elements)");
@@ -1064,8 +1068,8 @@ void DistributedOptimizer::load_parameter_state_from_dp_zero(const DpZeroState& 
         if (!(0 <= start && start < end && end <= w.numel())) {
           assertion_error("0 <= start < end <= world_tensors.numel()");
         }
-        offset += behaviour_.mutant_ds07_dp_zero_padded_offsets ? world_numel
-                                                                : bucket.numel_unpadded;
+        offset += behaviour_.has(Deviation::kDs07DpZeroPaddedOffsets) ? world_numel
+                                                                      : bucket.numel_unpadded;
         const torch::Tensor padded =
             torch::cat({w.slice(0, start, end), torch::zeros({world_numel - (end - start)})});
         const torch::Tensor recv =
@@ -1078,7 +1082,7 @@ void DistributedOptimizer::load_parameter_state_from_dp_zero(const DpZeroState& 
     }
     for (int param : order) set_main_param_and_optimizer_states(param, received.at(param));
   }
-  if (behaviour_.fix_distopt_dp_zero_syncs_hdo) {
+  if (behaviour_.has(Deviation::kF8)) {
     if (auto* hdo = dynamic_cast<HybridDeviceOptimizer*>(optimizer_.get())) {
       hdo->sync_state_to_sub_optimizers();
     }

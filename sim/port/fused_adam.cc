@@ -175,9 +175,11 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     auto& o = static_cast<FusedAdamOptions&>(group.options());
     o.step(o.step() + 1);
     // DS-04: one counter for the whole optimizer, advanced once per group.
-    const int64_t step = behaviour_.mutant_ds04_shared_step ? ++shared_step_ : o.step();
-    const float bc1 = te_bias_correction(o.beta1(), step, behaviour_.mutant_bc_double_betas);
-    const float bc2 = te_bias_correction(o.beta2(), step, behaviour_.mutant_bc_double_betas);
+    const int64_t step = behaviour_.has(Deviation::kDs04SharedStep) ? ++shared_step_ : o.step();
+    const float bc1 =
+        te_bias_correction(o.beta1(), step, behaviour_.has(Deviation::kBcDoubleBetas));
+    const float bc2 =
+        te_bias_correction(o.beta2(), step, behaviour_.has(Deviation::kBcDoubleBetas));
     // One unit of the kernel's work: an fp32 tensor stepped in place (the parameter, its master,
     // or a work copy), and how the result reaches the parameter afterwards.
     struct Work {
@@ -234,7 +236,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     const bool last_empty = group.params().back().numel() == 0;
     // SHAPE-fused-first-dim: the first dimension's length taken for the element count.
     auto elements = [&](const torch::Tensor& t) {
-      return behaviour_.mutant_fused_first_dim_only && t.dim() > 0 ? t.size(0) : t.numel();
+      return behaviour_.has(Deviation::kFusedFirstDimOnly) && t.dim() > 0 ? t.size(0) : t.numel();
     };
     auto run = [&](std::vector<Work>& works) {
       std::vector<Work*> cpu_batch;
@@ -246,7 +248,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
                          static_cast<float>(o.lr()), static_cast<float>(o.beta1()),
                          static_cast<float>(o.beta2()), static_cast<float>(o.eps()),
                          static_cast<float>(o.weight_decay()), bc1, bc2,
-                         behaviour_.mutant_ds01_tail_momentum);
+                         behaviour_.has(Deviation::kDs01TailMomentum));
         }
         cpu_batch.clear();
       };
@@ -259,7 +261,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
         cpu_batch.push_back(&w);
         if (cpu_batch.size() == kTensorsPerBatch) flush();
       }
-      if (!(behaviour_.mutant_pt01_skip_flush && last_empty)) flush();
+      if (!(behaviour_.has(Deviation::kPt01SkipFlush) && last_empty)) flush();
       if (!cuda_works.empty()) {
 #if SC_TORCH_HAS_CUDA
         std::vector<cuda::AdamTensor> tensors;

@@ -45,11 +45,11 @@ DynamicGradScaler::DynamicGradScaler(const Args& a, torch::Device device,
 void DynamicGradScaler::update(bool found_inf) {
   if (found_inf) {
     // SCALER-growth-tracker-kept: the run of finite steps survives a non-finite one.
-    if (!behaviour_.mutant_scaler_growth_tracker_kept) growth_tracker_ = 0;
+    if (!behaviour_.has(Deviation::kScalerGrowthTrackerKept)) growth_tracker_ = 0;
     hysteresis_tracker_ -= 1;
     if (hysteresis_tracker_ <= 0) {
       // SCALER-no-min-scale: the backoff is not held at the minimum.
-      scale_ = behaviour_.mutant_scaler_no_min_scale
+      scale_ = behaviour_.has(Deviation::kScalerNoMinScale)
                    ? scale_ * backoff_factor_
                    : torch::max(scale_ * backoff_factor_, min_scale_);
     }
@@ -57,7 +57,8 @@ void DynamicGradScaler::update(bool found_inf) {
   }
   growth_tracker_ += 1;
   // SCALER-hysteresis-every-finite-step: the hysteresis count restored after every finite step.
-  if (behaviour_.mutant_scaler_hysteresis_every_finite_step) hysteresis_tracker_ = hysteresis_;
+  if (behaviour_.has(Deviation::kScalerHysteresisEveryFiniteStep))
+    hysteresis_tracker_ = hysteresis_;
   if (growth_tracker_ == growth_interval_) {
     growth_tracker_ = 0;
     hysteresis_tracker_ = hysteresis_;

@@ -70,7 +70,7 @@ HybridDeviceOptimizer::HybridDeviceOptimizer(
       streams_(streams ? streams : own_streams_.get()),
       behaviour_(behaviour),
       engine_(engine ? engine->fresh() : nullptr) {
-  if ((behaviour_.fused_host_adamw || behaviour_.pipeline_chunk > 0) && !engine_) {
+  if ((behaviour_.has(Deviation::kFusedHostAdamw) || behaviour_.pipeline_chunk > 0) && !engine_) {
     throw std::invalid_argument("variant " + behaviour_.name +
                                 " asks for an offload engine (sim/engines/engines.h) and the "
                                 "HybridDeviceOptimizer was given none");
@@ -109,7 +109,7 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
   cpu_optimizers_.clear();
   gpu_optimizer_.reset();
   // HDO-07: the flag does not reach the hybrid optimizer.
-  fp32_update_ = opts.param_update_in_fp32() && !behaviour_.mutant_hdo07_no_fp32_update;
+  fp32_update_ = opts.param_update_in_fp32() && !behaviour_.has(Deviation::kHdo07NoFp32Update);
   const bool cuda = accelerator_.is_cuda();
   d2h_stream_ = h2d_stream_ = Streams::kCurrent;
   if (opts.overlap_cpu_optimizer_d2h_h2d()) {
@@ -136,9 +136,9 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
       bool cpu_copy = false;
       // Tested before adding; the rule mutant tests after adding.
       const double running = static_cast<double>(
-          behaviour_.mutant_threshold_after_adding ? offloaded + p.numel() : offloaded);
-      const bool below = behaviour_.mutant_threshold_after_adding ? running <= threshold
-                                                                    : running < threshold;
+          behaviour_.has(Deviation::kThresholdAfterAdding) ? offloaded + p.numel() : offloaded);
+      const bool below = behaviour_.has(Deviation::kThresholdAfterAdding) ? running <= threshold
+                                                                          : running < threshold;
       if (below && on_accelerator(p)) {
         p = to_place(p.detach(), Place::kHost, accelerator_);  // `.detach().clone().cpu()`
         if (cuda) p = p.pin_memory();
@@ -149,7 +149,7 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
         const bool on_host = place_of(p, accelerator_) == Place::kHost;
         p = p.detach().clone().to(torch::kFloat);  // not pinned at d8b71082
         // The fix of HDO-02 (Megatron PR #4547, after d8b71082): pinned again.
-        if (on_host && cuda && behaviour_.fix_hdo_pin_fp32_copies && opts.pin_cpu_params()) {
+        if (on_host && cuda && behaviour_.has(Deviation::kPr4547) && opts.pin_cpu_params()) {
           p = p.pin_memory();
         }
         if (on_host) mark_host(p, accelerator_);
@@ -192,10 +192,10 @@ void HybridDeviceOptimizer::init_sub_optimizers() {
   // `cpu_optimizer_cls` is torch.optim.AdamW; HDO-08 puts the accelerator's class there.
   auto make_cpu_optimizer = [&](std::vector<torch::optim::OptimizerParamGroup> groups)
       -> std::unique_ptr<torch::optim::Optimizer> {
-    if (engine_ && !behaviour_.mutant_hdo08_fused_on_host) {
+    if (engine_ && !behaviour_.has(Deviation::kHdo08FusedOnHost)) {
       return engine_->make_host_optimizer(std::move(groups));
     }
-    if (!behaviour_.mutant_hdo08_fused_on_host) {
+    if (!behaviour_.has(Deviation::kHdo08FusedOnHost)) {
       return std::make_unique<TorchAdamW>(std::move(groups), /*fused=*/true, behaviour_);
     }
     for (auto& g : groups) {
@@ -246,7 +246,7 @@ void HybridDeviceOptimizer::sync_hdo_param_groups_to_sub_optimizers() {
       const torch::Tensor orig = inner_param_to_orig_param_.at(tensor_key(groups[k].params()[0]));
       // DS-06: take the HDO group by the sub-group's position instead of by its first param.
       const HdoOptions& src =
-          behaviour_.mutant_ds06_group_by_position && k < param_groups_.size()
+          behaviour_.has(Deviation::kDs06GroupByPosition) && k < param_groups_.size()
               ? hdo(param_groups_[k].options())
               : hdo(hdo_group_of(orig).options());
       if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&groups[k].options())) {
@@ -288,7 +288,7 @@ void HybridDeviceOptimizer::set_sub_optimizer_grads(bool host_grads) {
       }
     }
   }
-  if (behaviour_.fix_hdo_accelerator_decoupled_grad) {
+  if (behaviour_.has(Deviation::kF1)) {
     // F1 fix: parameters stepped in place on the accelerator read `.grad`; give them the
     // decoupled grad that precision-aware DistributedOptimizer sets.
     for (auto& g : param_groups_) {
@@ -333,13 +333,13 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
   Streams& st = *streams_;
   sync_hdo_param_groups_to_sub_optimizers();
   // Mutant: the D2H stream no longer waits for the current stream's work (the grads).
-  if (!behaviour_.mutant_no_d2h_wait) st.wait_stream(d2h_stream_, Streams::kCurrent);
+  if (!behaviour_.has(Deviation::kNoD2hWait)) st.wait_stream(d2h_stream_, Streams::kCurrent);
   cpu_optimizer_events_.clear();
   const bool engine_step = engine_ && engine_->takes_host_step(*this);
   set_sub_optimizer_grads(/*host_grads=*/!engine_step);  // on the D2H stream
   if (gpu_optimizer_) {
     // Finding F6 fix: the accelerator step reads the fp32 grads cast on the D2H stream.
-    if (behaviour_.fix_hdo_accelerator_waits_d2h) st.wait_stream(Streams::kCurrent, d2h_stream_);
+    if (behaviour_.has(Deviation::kF6)) st.wait_stream(Streams::kCurrent, d2h_stream_);
     std::vector<torch::Tensor> reads, writes;
     for (const auto& g : gpu_optimizer_->param_groups()) {
       for (const auto& p : g.params()) {
@@ -396,8 +396,8 @@ torch::Tensor HybridDeviceOptimizer::step(LossClosure closure) {
                  [dst, src]() mutable { dst.copy_(src, true); },
                  pageable_host_copy(src, cpu_copys_map_gpu_param_.at(tensor_key(param))));
     });
-    const int done = st.record_event(behaviour_.mutant_hdo01_wrong_stream ? d2h_stream_
-                                                                          : h2d_stream_);
+    const int done =
+        st.record_event(behaviour_.has(Deviation::kHdo01WrongStream) ? d2h_stream_ : h2d_stream_);
     st.wait_event(Streams::kCurrent, done);
   }
   sync_sub_optimizers_state_to_hdo();
@@ -410,7 +410,7 @@ bool HybridDeviceOptimizer::pageable_host_copy(const torch::Tensor& src,
   // be: pageable where it is an fp32 clone (HDO-02), unless the fix pins it.
   if (accelerator_.is_cuda()) return !src.is_pinned();
   return has_fp32_copy(gpu_param) &&
-         !(behaviour_.fix_hdo_pin_fp32_copies && hdo_defaults().pin_cpu_params());
+         !(behaviour_.has(Deviation::kPr4547) && hdo_defaults().pin_cpu_params());
 }
 
 torch::Tensor HybridDeviceOptimizer::host_grad_source(const torch::Tensor& inner) const {
@@ -484,7 +484,7 @@ void HybridDeviceOptimizer::sync_hdo_state_to_sub_optimizers() {
           fused->set_state(inner, st.exp_avg, st.exp_avg_sq);
           // TE's FusedAdam keeps its step in the group, which the rebuilt group lacks. F2 fix:
           // restore it from the step kept in the state entry.
-          if (behaviour_.fix_hdo_restore_fused_step) {
+          if (behaviour_.has(Deviation::kF2)) {
             auto& o = static_cast<FusedAdamOptions&>(g.options());
             o.step(std::max(o.step(), st.step));
           }
@@ -504,7 +504,8 @@ void HybridDeviceOptimizer::sync_hdo_state_to_sub_optimizers() {
     for (const auto& [orig, st] : state_view_) {
       auto it = param_to_fp32_param_.find(orig);
       if (it == param_to_fp32_param_.end()) {
-        TORCH_CHECK(!behaviour_.mutant_hdo05_fp32_lookup, "KeyError: native fp32 parameter");
+        TORCH_CHECK(!behaviour_.has(Deviation::kHdo05Fp32Lookup),
+                    "KeyError: native fp32 parameter");
         continue;
       }
       it->second.detach().copy_(st.master_param);
@@ -515,15 +516,15 @@ void HybridDeviceOptimizer::sync_hdo_state_to_sub_optimizers() {
 
 void HybridDeviceOptimizer::move_new_state_to_right_device() {
   // PT-03: the state stays where load_state_dict put it.
-  if (behaviour_.mutant_pt03_state_stays_where_loaded) return;
+  if (behaviour_.has(Deviation::kPt03StateStaysWhereLoaded)) return;
   for (torch::optim::Optimizer* sub : sub_optimizers()) {
     // `isinstance(optimizer, cpu_optimizer_cls)`: under HDO-08 that class is the accelerator's
     // FusedAdam too, and without Transformer Engine both classes are torch's AdamW, so every
     // sub-optimizer counts as a host one.
     const bool same_class = hdo_defaults().gpu_optimizer_cls() == AcceleratorAdam::kTorchAdamW &&
-                            !behaviour_.fix_hdo_state_device_by_identity;
+                            !behaviour_.has(Deviation::kF10);
     const bool host =
-        sub != gpu_optimizer_.get() || behaviour_.mutant_hdo08_fused_on_host || same_class;
+        sub != gpu_optimizer_.get() || behaviour_.has(Deviation::kHdo08FusedOnHost) || same_class;
     const Place to = host ? Place::kHost : Place::kAccelerator;
     for (auto& g : sub->param_groups()) {
       for (auto& inner : g.params()) {
@@ -621,7 +622,7 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
       const torch::Tensor keyed =
           fp32_update_ && fp32 != param_to_fp32_param_.end() ? fp32->second : p;
       auto cast = [&](const torch::Tensor& t) {
-        const Place to = behaviour_.mutant_pt03_state_stays_where_loaded
+        const Place to = behaviour_.has(Deviation::kPt03StateStaysWhereLoaded)
                              ? place_of(t, accelerator_)
                              : place_of(keyed, accelerator_);
         // A copy of its own: the cast or the move makes one, else clone.
@@ -638,7 +639,7 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
   }
   // Post-load hook. Under param_update_in_fp32 it rebuilds hdo.state as a plain dict, and the
   // sync below looks every parameter up in it (F11: KeyError for one without state).
-  if (fp32_update_ && !behaviour_.fix_hdo_load_empty_state) {
+  if (fp32_update_ && !behaviour_.has(Deviation::kF11)) {
     for (const auto& g : param_groups_) {
       for (const auto& p : g.params()) {
         TORCH_CHECK(state_view_.count(tensor_key(p)),
@@ -649,7 +650,7 @@ void HybridDeviceOptimizer::load_state_dict(const HdoStateDict& sd) {
   init_sub_optimizers();
   sync_hdo_param_groups_to_sub_optimizers();
   sync_hdo_state_to_sub_optimizers();
-  if (behaviour_.fix_hdo_master_alias_after_load) {
+  if (behaviour_.has(Deviation::kF4)) {
     // F4 fix: master_param is the tensor the sub-optimizer steps, as after every step.
     for (auto& [orig, st] : state_view_) st.master_param = param_to_inner_param_.at(orig);
   }
@@ -676,7 +677,7 @@ void HybridDeviceOptimizer::update_fp32_param_by_new_param() {
       }
       // F3 fix: the host copy of an fp32 original is not in the fp32 map; refresh it too.
       auto c = gpu_params_map_cpu_copy_.find(tensor_key(p));
-      if (behaviour_.fix_hdo_reload_refreshes_copies && c != gpu_params_map_cpu_copy_.end()) {
+      if (behaviour_.has(Deviation::kF3) && c != gpu_params_map_cpu_copy_.end()) {
         c->second.detach().copy_(p.detach());
       }
     }

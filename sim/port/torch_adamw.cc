@@ -10,7 +10,7 @@ TorchAdamW::TorchAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, bo
                        const Behaviour& behaviour, torch::optim::AdamWOptions defaults)
     : torch::optim::AdamW(std::move(groups), std::move(defaults)),
       fused_(fused),
-      moment_113_(behaviour.mutant_torch113_moment) {}
+      moment_113_(behaviour.has(Deviation::kTorch113Moment)) {}
 
 torch::optim::AdamWParamState& TorchAdamW::state_of(const torch::Tensor& p) {
   auto it = state_.find(optim_state_key(p));

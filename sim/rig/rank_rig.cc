@@ -82,10 +82,10 @@ std::vector<const sut::ParamAndGradBuffer*> RankRigImpl::make_buffers() {
   sut::DdpConfig ddp;
   ddp.grad_reduce_in_fp32 = c.grad_reduce_in_fp32;
   ddp.pad_buckets_for_high_nccl_busbw = c.pad_for_high_nccl_busbw;
-  if (behaviour.mutant_align_32) ddp.param_alignment = 32;
-  if (behaviour.mutant_align_off_by_one) ddp.param_alignment = 63;
-  ddp.bucket_pad_product = behaviour.mutant_bucket_pad_product;
-  ddp.forward_order = behaviour.mutant_forward_order;
+  if (behaviour.has(sut::Deviation::kAlign32)) ddp.param_alignment = 32;
+  if (behaviour.has(sut::Deviation::kAlignOffByOne)) ddp.param_alignment = 63;
+  ddp.bucket_pad_product = behaviour.has(sut::Deviation::kBucketPadProduct);
+  ddp.forward_order = behaviour.has(sut::Deviation::kForwardOrder);
   const int64_t dp = model::instance_dp(c, instance);
   std::vector<const sut::ParamAndGradBuffer*> buffer_ptrs;
   std::map<int, std::vector<int>> chunks;  // model chunk -> its params, ascending chunks
@@ -160,7 +160,7 @@ std::unique_ptr<torch::optim::Optimizer> RankRigImpl::make_inner_optimizer(
     // The factory's precision-aware TE FusedAdam: master weights, decoupled grads, remainders.
     sut::FusedAdamFlags flags;
     flags.use_decoupled_grad = true;
-    flags.master_weights = !behaviour.mutant_pa_no_master_weights;
+    flags.master_weights = !behaviour.has(sut::Deviation::kPaNoMasterWeights);
     flags.store_param_remainders = c.store_param_remainders;
     return std::make_unique<sut::FusedAdam>(std::move(groups), sut::FusedAdamOptions(), &attrs,
                                             flags, behaviour);

@@ -68,7 +68,7 @@ TEST(P1FusedAdamBiasCorrections, ThePortStepsAsTransformerEnginesKernel) {
 
 TEST(P1FusedAdamBiasCorrections, TheOldFormulaStepsFurtherByAboutSevenPpm) {
   Behaviour old = fully_patched();
-  old.mutant_bc_double_betas = true;
+  old.set(Deviation::kBcDoubleBetas);
   const std::vector<float> te = te_kernel_one_step(), port = port_one_step(old);
   ASSERT_FALSE(bit_equal(port, te));
   for (int64_t i = 0; i < kN; ++i) {
