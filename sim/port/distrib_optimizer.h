@@ -237,7 +237,7 @@ class DistributedOptimizer {
   // `sharded_param_state_fully_reshardable()` given the DP group's world tensors: for every
   // param of every buffer in param_index_map order, its model-space state sliced from the world
   // tensors at the param's buffer range. Upstream slices at the raw range, which still counts
-  // the end padding of earlier buckets (PR #5077 subtracts it: `fix_distopt_reshard_padding`);
+  // the end padding of earlier buckets (PR #5077 subtracts it: `Deviation::kF7`);
   // a slice cut short by the end of the world tensors is padded with zeros, as upstream warns.
   std::vector<ModelSpaceParamState> sharded_param_state_fully_reshardable(
       const DpZeroState& world) const;
