@@ -4,6 +4,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "properties/overloaded.h"
+
 namespace sc::props {
 
 namespace {
@@ -216,28 +218,16 @@ gen::StepDraw read_step(const json& v, const std::string& path, const model::Cas
   return d;
 }
 
-// StateCommand kinds by name, in Kind order.
-constexpr const char* kCommandNames[] = {"Step",     "SetLr",     "SetWd",
-                                         "ZeroGrad", "SaveState", "Rebuild+LoadState",
-                                         "ReloadModelParams"};
-
-json command_json(const StateCommand& k) {
-  json out{{"command", kCommandNames[static_cast<int>(k.kind)]}};
-  switch (k.kind) {
-    case StateCommand::Kind::kStep:
-      out["step"] = step_json(k.step);
-      break;
-    case StateCommand::Kind::kSetLr:
-    case StateCommand::Kind::kSetWd:
-      out["group"] = k.group;
-      out["value"] = k.value;
-      break;
-    case StateCommand::Kind::kZeroGrad:
-      out["set_to_none"] = k.set_to_none;
-      break;
-    default:
-      break;
-  }
+json command_json(const StateCommand& command) {
+  json out{{"command", command_name(command)}};
+  std::visit(Overloaded{[&](const state_cmd::Step& x) { out["step"] = step_json(x.draw); },
+                        [&](const state_cmd::SetHyper& x) {
+                          out["group"] = x.group;
+                          out["value"] = x.value;
+                        },
+                        [&](const state_cmd::ZeroGrad& x) { out["set_to_none"] = x.set_to_none; },
+                        [](const auto&) {}},
+             command);
   return out;
 }
 
@@ -245,30 +235,27 @@ StateCommand read_command(const json& v, const std::string& path, const model::C
   Reader r(v, path);
   const std::string name = r.string("command");
   StateCommand k;
-  const auto* end = std::end(kCommandNames);
-  const auto* it = std::find_if(std::begin(kCommandNames), end,
-                                [&](const char* n) { return name == n; });
-  if (it == end) {
+  if (name == "Step") {
+    k = state_cmd::Step{read_step(*r.get("step"), r.at("step"), c)};
+  } else if (name == "SetLr" || name == "SetWd") {
+    state_cmd::SetHyper x;
+    x.lr = name == "SetLr";
+    x.group = static_cast<int>(r.integer("group", 0, c.num_groups() - 1));
+    x.value = r.number("value");
+    if (!(x.value >= 0.0 && x.value <= 1.0)) bad(r.at("value"), "must lie in [0, 1]");
+    k = x;
+  } else if (name == "ZeroGrad") {
+    k = state_cmd::ZeroGrad{r.boolean("set_to_none")};
+  } else if (name == "SaveState") {
+    k = state_cmd::SaveState{};
+  } else if (name == "Rebuild+LoadState") {
+    k = state_cmd::RebuildAndLoadState{};
+  } else if (name == "ReloadModelParams") {
+    k = state_cmd::ReloadModelParams{};
+  } else {
     bad(r.at("command"), "unknown command \"" + name +
                              "\" (Step, SetLr, SetWd, ZeroGrad, SaveState, Rebuild+LoadState, "
                              "ReloadModelParams)");
-  }
-  k.kind = static_cast<StateCommand::Kind>(it - std::begin(kCommandNames));
-  switch (k.kind) {
-    case StateCommand::Kind::kStep:
-      k.step = read_step(*r.get("step"), r.at("step"), c);
-      break;
-    case StateCommand::Kind::kSetLr:
-    case StateCommand::Kind::kSetWd:
-      k.group = static_cast<int>(r.integer("group", 0, c.num_groups() - 1));
-      k.value = r.number("value");
-      if (!(k.value >= 0.0 && k.value <= 1.0)) bad(r.at("value"), "must lie in [0, 1]");
-      break;
-    case StateCommand::Kind::kZeroGrad:
-      k.set_to_none = r.boolean("set_to_none");
-      break;
-    default:
-      break;
   }
   r.done();
   return k;
@@ -287,8 +274,18 @@ bool same_step(const gen::StepDraw& s, const gen::StepDraw& t) {
 }
 
 bool same_command(const StateCommand& a, const StateCommand& b) {
-  return a.kind == b.kind && same_step(a.step, b.step) && a.group == b.group &&
-         a.value == b.value && a.set_to_none == b.set_to_none;
+  if (a.index() != b.index()) return false;
+  if (const auto* x = std::get_if<state_cmd::Step>(&a)) {
+    return same_step(x->draw, std::get<state_cmd::Step>(b).draw);
+  }
+  if (const auto* x = std::get_if<state_cmd::SetHyper>(&a)) {
+    const auto& y = std::get<state_cmd::SetHyper>(b);
+    return x->group == y.group && x->lr == y.lr && x->value == y.value;
+  }
+  if (const auto* x = std::get_if<state_cmd::ZeroGrad>(&a)) {
+    return x->set_to_none == std::get<state_cmd::ZeroGrad>(b).set_to_none;
+  }
+  return true;  // the commands without fields
 }
 
 RealCodeSource read_source(const json& v, const std::string& path) {
@@ -415,6 +412,17 @@ bool same_inputs(const CaseInputs& first, const CaseInputs& second) {
     same = same_command(first.commands[k], second.commands[k]);
   }
   return same;
+}
+
+std::string command_name(const StateCommand& command) {
+  return std::visit(
+      Overloaded{[](const state_cmd::Step&) { return "Step"; },
+                 [](const state_cmd::SetHyper& x) { return x.lr ? "SetLr" : "SetWd"; },
+                 [](const state_cmd::ZeroGrad&) { return "ZeroGrad"; },
+                 [](const state_cmd::SaveState&) { return "SaveState"; },
+                 [](const state_cmd::RebuildAndLoadState&) { return "Rebuild+LoadState"; },
+                 [](const state_cmd::ReloadModelParams&) { return "ReloadModelParams"; }},
+      command);
 }
 
 }  // namespace sc::props

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "model/spec.h"
@@ -18,24 +19,31 @@
 
 namespace sc::props {
 
-// One command of the stateful property (HybridOptimizerState.CommandSequencesMatchTheReference),
-// named in case files as its show() prints it.
-struct StateCommand {
-  enum class Kind {
-    kStep,
-    kSetLr,
-    kSetWd,
-    kZeroGrad,
-    kSaveState,
-    kRebuildAndLoadState,
-    kReloadModelParams
-  };
-  Kind kind = Kind::kStep;
-  gen::StepDraw step;        // kStep: the gradients and the hyper-parameters in force
-  int group = 0;             // kSetLr, kSetWd: the case's param group
-  double value = 0.0;        // kSetLr, kSetWd: the new lr or weight decay
-  bool set_to_none = false;  // kZeroGrad
+// The commands of the stateful property (HybridOptimizerState.CommandSequencesMatchTheReference),
+// as data: one struct each, named in case files as its show() prints it.
+namespace state_cmd {
+struct Step {
+  gen::StepDraw draw;  // the gradients and the hyper-parameters in force
 };
+struct SetHyper {  // "SetLr" or "SetWd"
+  int group = 0;   // the case's param group
+  bool lr = true;  // the learning rate, else the weight decay
+  double value = 0.0;
+};
+struct ZeroGrad {
+  bool set_to_none = false;
+};
+struct SaveState {};
+struct RebuildAndLoadState {};
+struct ReloadModelParams {};
+}  // namespace state_cmd
+
+using StateCommand =
+    std::variant<state_cmd::Step, state_cmd::SetHyper, state_cmd::ZeroGrad, state_cmd::SaveState,
+                 state_cmd::RebuildAndLoadState, state_cmd::ReloadModelParams>;
+
+// The command's name in case files ("Step", "SetLr", "Rebuild+LoadState", ...).
+std::string command_name(const StateCommand& command);
 
 // Everything one replayable property draws for one case.
 struct CaseInputs {

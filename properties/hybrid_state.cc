@@ -19,6 +19,7 @@
 #include "properties/gen/case_gen.h"
 #include "properties/gen/choice.h"
 #include "properties/gen/step_gen.h"
+#include "properties/overloaded.h"
 #include "properties/support.h"
 #include "sim/rig/fma_probe.h"
 #include "sim/rig/rank_under_test.h"
@@ -51,6 +52,11 @@ struct HybridSut {
 
 using Cmd = rc::state::Command<HybridModel, HybridSut>;
 
+// Every command of a sequence: an rc::state command that is also its case file's data.
+struct StateCmd : Cmd {
+  virtual StateCommand data() const = 0;
+};
+
 void expect_model_equal(const HybridModel& m, const HybridSut& s, const std::string& after) {
   for (size_t g = 0; g < m.plan->groups.size(); ++g) {
     for (size_t i = 0; i < m.plan->groups[g].installed.size(); ++i) {
@@ -71,7 +77,7 @@ void expect_model_equal(const HybridModel& m, const HybridSut& s, const std::str
   }
 }
 
-struct Step : Cmd {
+struct Step : StateCmd {
   gen::StepDraw draw;
   explicit Step(gen::StepDraw d) : draw(std::move(d)) {}
   explicit Step(const HybridModel& m)
@@ -97,10 +103,11 @@ struct Step : Cmd {
     HybridModel next = nextState(m);
     expect_model_equal(next, s, "Step " + std::to_string(next.steps));
   }
+  StateCommand data() const override { return state_cmd::Step{draw}; }
   void show(std::ostream& os) const override { os << "Step(seed=" << draw.grad_seed << ")"; }
 };
 
-struct SetHyper : Cmd {
+struct SetHyper : StateCmd {
   int group;
   bool lr;
   double value;
@@ -114,12 +121,13 @@ struct SetHyper : Cmd {
     (lr ? m.hyper[group].lr : m.hyper[group].weight_decay) = value;
   }
   void run(const HybridModel&, HybridSut&) const override {}  // takes effect at the next Step
+  StateCommand data() const override { return state_cmd::SetHyper{group, lr, value}; }
   void show(std::ostream& os) const override {
     os << (lr ? "SetLr" : "SetWd") << "(group=" << group << ", " << value << ")";
   }
 };
 
-struct ZeroGrad : Cmd {
+struct ZeroGrad : StateCmd {
   bool set_to_none;
   ZeroGrad() : set_to_none(*rc::gen::arbitrary<bool>()) {}
   explicit ZeroGrad(bool to_none) : set_to_none(to_none) {}
@@ -127,34 +135,38 @@ struct ZeroGrad : Cmd {
     s.rig->zero_grad(set_to_none);
     expect_model_equal(m, s, "ZeroGrad (after Step " + std::to_string(m.steps) + ")");
   }
-  void show(std::ostream& os) const override { os << "ZeroGrad(set_to_none=" << set_to_none << ")"; }
+  StateCommand data() const override { return state_cmd::ZeroGrad{set_to_none}; }
+  void show(std::ostream& os) const override {
+    os << "ZeroGrad(set_to_none=" << set_to_none << ")";
+  }
 };
 
-struct SaveState : Cmd {
+struct SaveState : StateCmd {
   void apply(HybridModel& m) const override {
     m.saved = m.ref;
     m.has_saved = true;
   }
   void run(const HybridModel&, HybridSut& s) const override { s.checkpoint = s.rig->save(); }
+  StateCommand data() const override { return state_cmd::SaveState{}; }
   void show(std::ostream& os) const override { os << "SaveState"; }
 };
 
-struct RebuildAndLoadState : Cmd {
+struct RebuildAndLoadState : StateCmd {
   // Checked again while shrinking drops commands.
   void checkPreconditions(const HybridModel& m) const override { RC_PRE(m.has_saved); }
   void apply(HybridModel& m) const override { m.ref = m.saved; }
   void run(const HybridModel& m, HybridSut& s) const override {
-    s.rig = sim::build_rank(target_for(s.behaviour), *m.c, s.instance, s.rank,
-                           5000 + ++s.rebuilds);
+    s.rig = sim::build_rank(target_for(s.behaviour), *m.c, s.instance, s.rank, 5000 + ++s.rebuilds);
     RC_ASSERT(!s.rig->construction().error);
     s.rig->load(*s.checkpoint);
     expect_model_equal(nextState(m), s,
                        "Rebuild+LoadState (after Step " + std::to_string(m.steps) + ")");
   }
+  StateCommand data() const override { return state_cmd::RebuildAndLoadState{}; }
   void show(std::ostream& os) const override { os << "Rebuild+LoadState"; }
 };
 
-struct ReloadModelParams : Cmd {
+struct ReloadModelParams : StateCmd {
   void apply(HybridModel& m) const override {
     if (!m.ref) return;
     m.ref = std::make_shared<model::RankReference>(*m.ref);
@@ -165,53 +177,36 @@ struct ReloadModelParams : Cmd {
     expect_model_equal(nextState(m), s,
                        "ReloadModelParams (after Step " + std::to_string(m.steps) + ")");
   }
+  StateCommand data() const override { return state_cmd::ReloadModelParams{}; }
   void show(std::ostream& os) const override { os << "ReloadModelParams"; }
 };
 
 using Sequence = rc::state::Commands<Cmd>;
 
-StateCommand to_data(const Cmd& cmd) {
-  using Kind = StateCommand::Kind;
-  StateCommand k;
-  if (const auto* x = dynamic_cast<const Step*>(&cmd)) {
-    k.kind = Kind::kStep;
-    k.step = x->draw;
-  } else if (const auto* x = dynamic_cast<const SetHyper*>(&cmd)) {
-    k.kind = x->lr ? Kind::kSetLr : Kind::kSetWd;
-    k.group = x->group;
-    k.value = x->value;
-  } else if (const auto* x = dynamic_cast<const ZeroGrad*>(&cmd)) {
-    k.kind = Kind::kZeroGrad;
-    k.set_to_none = x->set_to_none;
-  } else if (dynamic_cast<const SaveState*>(&cmd)) {
-    k.kind = Kind::kSaveState;
-  } else if (dynamic_cast<const RebuildAndLoadState*>(&cmd)) {
-    k.kind = Kind::kRebuildAndLoadState;
-  } else {
-    RC_ASSERT(dynamic_cast<const ReloadModelParams*>(&cmd) != nullptr);
-    k.kind = Kind::kReloadModelParams;
-  }
-  return k;
-}
+// Every command the sequence generator makes is one of ours.
+StateCommand to_data(const Cmd& cmd) { return static_cast<const StateCmd&>(cmd).data(); }
 
 std::shared_ptr<const Cmd> from_data(const StateCommand& k) {
-  using Kind = StateCommand::Kind;
-  switch (k.kind) {
-    case Kind::kStep:
-      return std::make_shared<Step>(k.step);
-    case Kind::kSetLr:
-    case Kind::kSetWd:
-      return std::make_shared<SetHyper>(k.group, k.kind == Kind::kSetLr, k.value);
-    case Kind::kZeroGrad:
-      return std::make_shared<ZeroGrad>(k.set_to_none);
-    case Kind::kSaveState:
-      return std::make_shared<SaveState>();
-    case Kind::kRebuildAndLoadState:
-      return std::make_shared<RebuildAndLoadState>();
-    case Kind::kReloadModelParams:
-      break;
-  }
-  return std::make_shared<ReloadModelParams>();
+  return std::visit(
+      Overloaded{[](const state_cmd::Step& x) -> std::shared_ptr<const Cmd> {
+                   return std::make_shared<Step>(x.draw);
+                 },
+                 [](const state_cmd::SetHyper& x) -> std::shared_ptr<const Cmd> {
+                   return std::make_shared<SetHyper>(x.group, x.lr, x.value);
+                 },
+                 [](const state_cmd::ZeroGrad& x) -> std::shared_ptr<const Cmd> {
+                   return std::make_shared<ZeroGrad>(x.set_to_none);
+                 },
+                 [](const state_cmd::SaveState&) -> std::shared_ptr<const Cmd> {
+                   return std::make_shared<SaveState>();
+                 },
+                 [](const state_cmd::RebuildAndLoadState&) -> std::shared_ptr<const Cmd> {
+                   return std::make_shared<RebuildAndLoadState>();
+                 },
+                 [](const state_cmd::ReloadModelParams&) -> std::shared_ptr<const Cmd> {
+                   return std::make_shared<ReloadModelParams>();
+                 }},
+      k);
 }
 
 }  // namespace
@@ -230,9 +225,9 @@ CaseInputs draw_hybrid_state_case() {
   m.hyper.assign(in.c.num_groups(), model::AdamWHyper{});
   // Up to about 30 commands a sequence keeps a case under a tenth of a second.
   const Sequence commands = *rc::gen::resize(
-      30, rc::state::gen::commands(m, rc::state::gen::execOneOfWithArgs<
-                                          Step, SetHyper, ZeroGrad, SaveState,
-                                          RebuildAndLoadState, ReloadModelParams>()));
+      30, rc::state::gen::commands(
+              m, rc::state::gen::execOneOfWithArgs<Step, SetHyper, ZeroGrad, SaveState,
+                                                   RebuildAndLoadState, ReloadModelParams>()));
   for (const auto& cmd : commands) in.commands.push_back(to_data(*cmd));
   return in;
 }
@@ -249,8 +244,7 @@ void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behavio
   HybridSut s;
   s.rank = in.rank;
   s.behaviour = behaviour;
-  s.rig =
-      sim::build_rank(target_for(behaviour), *c, model::Instance::kDense, in.rank, 77);
+  s.rig = sim::build_rank(target_for(behaviour), *c, model::Instance::kDense, in.rank, 77);
   RC_ASSERT(!s.rig->construction().error);
   HybridModel m;
   m.c = c;

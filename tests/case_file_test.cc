@@ -127,8 +127,11 @@ TEST(CaseFile, StatefulCasesRoundTripWithTheirCommands) {
     ++with_commands;
     CaseInputs other = f.inputs;
     StateCommand& last = other.commands.back();
-    last.kind = last.kind == StateCommand::Kind::kSaveState ? StateCommand::Kind::kReloadModelParams
-                                                            : StateCommand::Kind::kSaveState;
+    if (std::holds_alternative<state_cmd::SaveState>(last)) {
+      last = state_cmd::ReloadModelParams{};
+    } else {
+      last = state_cmd::SaveState{};
+    }
     RC_ASSERT(!same_inputs(other, f.inputs));
     other = f.inputs;
     other.rank = other.rank + 1;
