@@ -11,6 +11,7 @@
 
 #include "properties/diff_props.h"
 #include "properties/fused_adam_props.h"
+#include "properties/gen/case_draws.h"
 #include "properties/gen/case_gen.h"
 #include "properties/gen/choice.h"
 #include "properties/gen/step_gen.h"
@@ -28,7 +29,6 @@
 namespace sc::props {
 
 namespace {
-constexpr int kMaxSteps = 8;
 
 using Check = std::function<void(const CaseInputs&, const sut::Behaviour&)>;
 using Draw = std::function<CaseInputs()>;
@@ -139,33 +139,6 @@ Property drawn_in_body(std::string name, std::string claim, std::vector<std::str
   return p;
 }
 
-CaseInputs case_only() {
-  CaseInputs in;
-  in.c = *gen::case_spec();
-  return in;
-}
-
-CaseInputs case_and_schedule() {
-  CaseInputs in;
-  in.c = *gen::case_spec();
-  in.schedule = *gen::schedule(in.c, kMaxSteps);
-  return in;
-}
-
-// A case with a schedule of at least two steps and a split point inside it.
-CaseInputs split_schedule(bool force_offload) {
-  CaseInputs in;
-  in.c = *gen::case_spec();
-  if (force_offload) in.c.cpu_offload = true;
-  in.schedule = *gen::schedule(in.c, kMaxSteps);
-  RC_PRE(in.schedule.steps.size() >= 2);
-  in.split = *rc::gen::inRange<size_t>(1, in.schedule.steps.size());
-  return in;
-}
-
-// The largest DP size the gathered-checkpoint property builds.
-constexpr int kMaxGatheredDp = 6;
-
 sim::GatheredFormat gathered_format(const CaseInputs& in) {
   if (in.checkpoint_format == "dp_zero_gather_scatter") return sim::GatheredFormat::kDpZero;
   RC_ASSERT(in.checkpoint_format == "fully_reshardable");
@@ -181,60 +154,6 @@ Check diff(DiffClaim claim) {
 Check numeric(NumericClaim claim) {
   return [claim](const CaseInputs& in, const sut::Behaviour& b) {
     run_numeric_property(in.c, in.schedule, b, claim);
-  };
-}
-
-// The draws of the properties that need more than a case.
-CaseInputs offloaded_case() {
-  CaseInputs in = case_only();
-  in.c.cpu_offload = true;
-  return in;
-}
-
-CaseInputs zero_lr_case() {
-  CaseInputs in = case_only();
-  in.schedule = *gen::zero_lr_schedule(in.c, kMaxSteps);
-  return in;
-}
-
-CaseInputs two_fractions_case() {
-  CaseInputs in = offloaded_case();
-  in.other_fraction = *gen::weighted_choice<double>({{1, 0.0}, {1, 1.0}, {1, 0.5}, {1, 0.1}});
-  in.schedule = *gen::schedule(in.c, kMaxSteps);
-  return in;
-}
-
-CaseInputs mapped_load_case() {
-  CaseInputs in = split_schedule(/*force_offload=*/true);
-  if (*rc::gen::arbitrary<bool>()) in.map_location = "cpu";
-  return in;
-}
-
-CaseInputs gathered_case() {
-  CaseInputs in;
-  in.c = *gen::case_spec();
-  // Every DP rank is built twice: keep the groups small.
-  in.c.dp = std::min(in.c.dp, kMaxGatheredDp);
-  in.c.expert_dp = std::min(in.c.expert_dp, kMaxGatheredDp);
-  // Megatron's arguments allow the hybrid optimizer only precision-aware; the other one cannot
-  // load these formats at all (finding F8).
-  if (in.c.cpu_offload) in.c.precision_aware = true;
-  in.schedule = *gen::schedule(in.c, 2);
-  in.checkpoint_format = *gen::weighted_choice<std::string>(
-      {{1, "dp_zero_gather_scatter"}, {2, "fully_reshardable"}});
-  if (in.checkpoint_format == "fully_reshardable") {
-    in.other_dp =
-        *gen::weighted_choice<int>({{2, 0}, {1, *rc::gen::inRange(1, kMaxGatheredDp + 1)}});
-  }
-  return in;
-}
-
-// An offloaded case stepped `steps` times at most.
-Draw offloaded_steps(int steps) {
-  return [steps] {
-    CaseInputs in = offloaded_case();
-    in.schedule = *gen::schedule(in.c, steps);
-    return in;
   };
 }
 
@@ -272,7 +191,7 @@ std::vector<Property> model_laws() {
 std::vector<Property> shard_builder_properties() {
   Property upstream_ranks = replayable(
       "ShardBuilderDiff.UpstreamFailsExactlyOnRanksOwningAnFp32Piece",
-      "under upstream, the failing ranks are the model's prediction", {"pr6982"}, case_only,
+      "under upstream, the failing ranks are the model's prediction", {"pr6982"}, gen::case_only,
       diff(DiffClaim::kUpstreamFailingRanks));
   upstream_ranks.target = Target::kOwnVariant;
   upstream_ranks.own_variant = "upstream";
@@ -284,12 +203,12 @@ std::vector<Property> shard_builder_properties() {
                  "the port's four ranges equal the model's",
                  {"MEG-03", "RULE-align-32", "RULE-align-off-by-one", "RULE-lcm-product",
                   "RULE-forward-order"},
-                 case_only, diff(DiffClaim::kRanges)),
+                 gen::case_only, diff(DiffClaim::kRanges)),
       replayable("ShardBuilderDiff.EveryOptimizerTensorIsALeafWithThePlannedAliasing",
                  "leaf, dtype, size, aliasing and offset, main param, index map, as planned",
-                 {"upstream", "MEG-01", "MEG-02"}, case_only, diff(DiffClaim::kInstalled)),
+                 {"upstream", "MEG-01", "MEG-02"}, gen::case_only, diff(DiffClaim::kInstalled)),
       replayable("ShardBuilderDiff.ConstructionWithTheRebuildSucceedsOnEveryRank",
-                 "construction succeeds", {"upstream", "MEG-01"}, case_only,
+                 "construction succeeds", {"upstream", "MEG-01"}, gen::case_only,
                  diff(DiffClaim::kConstructs)),
       upstream_ranks,
   };
@@ -302,20 +221,20 @@ std::vector<Property> hybrid_optimizer_properties() {
                  "every owned piece equals the reference, bit for bit",
                  {"patched-F1", "DS-01", "DS-03", "DS-05", "HDO-08", "RULE-pa-no-master-weights",
                   "RULE-threshold-after-adding", "TORCH-113-moment"},
-                 case_and_schedule, numeric(NumericClaim::kModelParams)),
+                 gen::case_and_schedule, numeric(NumericClaim::kModelParams)),
       replayable("HybridOptimizerDiff.OptimizerStateEqualsTheReference",
                  "`exp_avg`, `exp_avg_sq`, `step` and the fp32 master equal the reference, bit "
                  "for bit",
-                 {"DS-04", "HDO-07"}, case_and_schedule, numeric(NumericClaim::kState)),
+                 {"DS-04", "HDO-07"}, gen::case_and_schedule, numeric(NumericClaim::kState)),
       replayable("HybridOptimizerDiff.PlacementEqualsTheOffloadPlan",
                  "offloaded, fp32 copy, pinned, host sub-optimizer index as planned", {"HDO-07"},
-                 offloaded_case, numeric(NumericClaim::kPlacement)),
+                 gen::offloaded_case, numeric(NumericClaim::kPlacement)),
       replayable("HybridOptimizerDiff.ZeroLrAndWeightDecayLeaveParamsUnchanged",
-                 "lr 0 and wd 0 leave every parameter bit-identical", {"DS-01"}, zero_lr_case,
+                 "lr 0 and wd 0 leave every parameter bit-identical", {"DS-01"}, gen::zero_lr_case,
                  numeric(NumericClaim::kUnchanged)),
       replayable("HybridOptimizerDiff.OffloadFractionDoesNotChangeTheResult",
                  "two fractions agree within the operation-order tolerance",
-                 {"patched-F1", "DS-01"}, two_fractions_case,
+                 {"patched-F1", "DS-01"}, gen::two_fractions_case,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_offload_invariance(in.c, in.schedule, b, in.other_fraction);
                  }),
@@ -323,7 +242,7 @@ std::vector<Property> hybrid_optimizer_properties() {
                  "the hybrid optimizer with everything on the host equals the plain AdamW path "
                  "within the named tolerance between torch 2.11's fused and single-tensor CPU "
                  "AdamW",
-                 {"DS-06", "HDO-07"}, case_and_schedule,
+                 {"DS-06", "HDO-07"}, gen::case_and_schedule,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_hdo_against_plain(in.c, in.schedule, b);
                  }),
@@ -333,7 +252,7 @@ std::vector<Property> hybrid_optimizer_properties() {
                  "saved one; "
                  "continue: bit-identical to no interruption",
                  {"patched-F2", "patched-F10", "HDO-05"},
-                 [] { return split_schedule(/*force_offload=*/true); },
+                 [] { return gen::split_schedule(/*force_offload=*/true); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_save_load_continue(in.c, in.schedule, in.split, b);
                  }),
@@ -343,7 +262,7 @@ std::vector<Property> hybrid_optimizer_properties() {
                  "every stepped tensor lives on its sub-optimizer's device (the host for a piece "
                  "the model's offload plan offloads, the accelerator otherwise) and the whole "
                  "state equals the saved one; then continue: bit-identical to no interruption",
-                 {"PT-03", "patched-F2"}, mapped_load_case,
+                 {"PT-03", "patched-F2"}, gen::mapped_load_case,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_load_placement(in.c, in.schedule, in.split, in.map_location == "cpu", b);
                  }),
@@ -394,7 +313,7 @@ rc::Gen<std::vector<InjectedGrad>> injected_grads(const model::CaseSpec& c, cons
 
 void found_inf_body(const sut::Behaviour& b) {
   const model::CaseSpec c = *gen::case_spec();
-  const gen::Schedule s = *gen::schedule(c, kMaxSteps);
+  const gen::Schedule s = *gen::schedule(c, gen::kMaxSteps);
   const model::GradScalerConfig scaler = *rc::gen::resize(rc::kNominalSize, factory_scaler());
   const float inf = std::numeric_limits<float>::infinity();
   const auto injected =
@@ -406,7 +325,7 @@ void found_inf_body(const sut::Behaviour& b) {
 // clips, tiny grads become zeros), near it, or above it (no step clips).
 void grad_stats_body(const sut::Behaviour& b) {
   const model::CaseSpec c = *gen::case_spec();
-  const gen::Schedule s = *gen::schedule(c, kMaxSteps);
+  const gen::Schedule s = *gen::schedule(c, gen::kMaxSteps);
   const double factor =
       *gen::weighted_choice<double>({{1, 0.0}, {2, 1e-3}, {1, 0.25}, {1, 1.0}, {1, 4.0}});
   const bool log_num_zeros = *gen::weighted_choice<bool>({{2, true}, {1, false}});
@@ -469,14 +388,14 @@ std::vector<Property> training_loop_properties() {
                  "leaves `.grad` None and exactly the gradient in `main_grad`, and every piece "
                  "equals the reference bit for bit",
                  {"TRAIN-seed-fix-detaches-param", "TRAIN-zero-skips-expert-buffers"},
-                 case_and_schedule, training(TrainingClaim::kGradsReachMainGrads)),
+                 gen::case_and_schedule, training(TrainingClaim::kGradsReachMainGrads)),
               {sim::Capability::kTrainingLoop}),
       needing(replayable("TrainingLoop.ZeroGradClearsWhatTheNextBackwardAddsTo",
                  "in a training loop, two backward passes add up in `main_grad` (in its dtype), "
                  "and after the train step's zeroing (each chunk's `zero_grad_buffer`, then "
                  "`zero_grad`) the next backward leaves exactly its own gradient",
                  {"TRAIN-zero-skips-expert-buffers", "TRAIN-seed-fix-detaches-param"},
-                 case_and_schedule, training(TrainingClaim::kZeroGradClearsAccumulation)),
+                 gen::case_and_schedule, training(TrainingClaim::kZeroGradClearsAccumulation)),
               {sim::Capability::kTrainingLoop}),
   };
 }
@@ -492,7 +411,7 @@ std::vector<Property> checkpoint_properties() {
                  "bit-identical to no interruption, for torch AdamW, precision-aware FusedAdam "
                  "and the hybrid optimizer",
                  {"patched-F5", "PT-04", "MEG-06", "MEG-07"},
-                 [] { return split_schedule(/*force_offload=*/false); },
+                 [] { return gen::split_schedule(/*force_offload=*/false); },
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
                  }), {sim::Capability::kDistributedCheckpoints, sim::Capability::kNonTensorState}),
@@ -503,7 +422,7 @@ std::vector<Property> checkpoint_properties() {
                  "and a fresh group (other initial values; for `fully_reshardable` often another "
                  "DP size) loads it: every element of every parameter's `exp_avg`, `exp_avg_sq` "
                  "and fp32 master comes back bit for bit, and every piece's step count",
-                 {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"}, gathered_case,
+                 {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"}, gen::gathered_case,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
                                                 in.other_dp, b);
@@ -547,7 +466,7 @@ std::vector<Property> kernel_and_stream_properties() {
                  "without streams or events ordering them",
                  {"patched-F6", "HDO-01", "STREAM-no-d2h-wait", "PIPE-no-staging-wait",
                   "PIPE-no-chunk-wait"},
-                 offloaded_steps(3),
+                 gen::offloaded_steps(3),
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_stream_race_property(in.c, in.schedule, b);
                  }), {sim::Capability::kStreamRaces}),
@@ -555,14 +474,14 @@ std::vector<Property> kernel_and_stream_properties() {
                  "with the pin flags on, every non-blocking copy of the step flow has pinned host "
                  "memory on its host side (on CUDA `is_pinned()`; on the CPU, where nothing can "
                  "be pinned, what the port would pin)",
-                 {"patched-pr4547", "HDO-02"}, offloaded_steps(1),
+                 {"patched-pr4547", "HDO-02"}, gen::offloaded_steps(1),
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_pinned_copies_property(in.c, in.schedule, b);
                  }), {sim::Capability::kPinnedCopyRecords}),
       needing(replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
                  "run in the latest order the streams allow and in a random legal order, every "
                  "owned piece equals the reference bit for bit",
-                 {"patched-F6", "HDO-01", "PIPE-no-chunk-wait"}, offloaded_steps(kMaxSteps),
+                 {"patched-F6", "HDO-01", "PIPE-no-chunk-wait"}, gen::offloaded_steps(gen::kMaxSteps),
                  every_schedule), {sim::Capability::kChosenStreamOrder}),
   };
 }
@@ -576,7 +495,7 @@ std::vector<Property> real_code_properties() {
       "after every step, every piece, master, moment, step and placement agree bit for bit",
       {"MEG-02", "MEG-03", "DS-06", "RULE-align-32", "RULE-threshold-after-adding",
        "TORCH-113-moment"},
-      case_and_schedule, [](const CaseInputs& in, const sut::Behaviour& b) {
+      gen::case_and_schedule, [](const CaseInputs& in, const sut::Behaviour& b) {
         const auto tree = megatron_tree();
         if (!tree) RC_FAIL("RealCodeDiff needs a Megatron tree in SC_MEGATRON_TREE");
         run_port_vs_real_code(in.c, in.schedule, b, *tree);

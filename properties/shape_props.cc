@@ -13,6 +13,7 @@
 #include "model/offload_plan.h"
 #include "properties/fused_adam_props.h"
 #include "properties/gen/choice.h"
+#include "properties/rank_checks.h"
 #include "properties/support.h"
 #include "sim/engines/adamw_kernel.h"
 #include "sim/engines/engines.h"
@@ -212,12 +213,6 @@ void make_params(const std::vector<DrawnShape>& drawn, sim::SplitMix64& rng,
     params.push_back(make_tensor(s, rng, device()).requires_grad_(true));
     values_of.push_back(values(params.back()));
   }
-}
-
-model::TorchCpuKernels torch_kernels() {
-  const auto kernels = sim::torch_cpu_kernels();
-  if (!kernels) RC_FAIL("no emulation reproduces torch's CPU AdamW kernels on this machine");
-  return *kernels;
 }
 
 }  // namespace

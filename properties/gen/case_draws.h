@@ -1,0 +1,38 @@
+// The draws of the replayable properties: each returns the CaseInputs one property checks
+// (properties/gen/case_inputs.h), drawn inside a RapidCheck property.
+#pragma once
+
+#include <functional>
+
+#include "properties/gen/case_inputs.h"
+
+namespace sc::gen {
+
+// The most steps a drawn schedule has.
+constexpr int kMaxSteps = 8;
+// The largest DP size the gathered-checkpoint property builds.
+constexpr int kMaxGatheredDp = 6;
+
+// A case alone (the shard-builder properties).
+props::CaseInputs case_only();
+// A case and a schedule of up to kMaxSteps steps.
+props::CaseInputs case_and_schedule();
+// A case with a schedule of at least two steps and a split point inside it; offloaded when
+// `force_offload`.
+props::CaseInputs split_schedule(bool force_offload);
+// An offloaded case.
+props::CaseInputs offloaded_case();
+// A case whose every step has lr 0 and weight decay 0.
+props::CaseInputs zero_lr_case();
+// An offloaded case, a schedule and a second offload fraction to compare against.
+props::CaseInputs two_fractions_case();
+// A split offloaded case whose state dict is read where it was saved, or with
+// map_location="cpu".
+props::CaseInputs mapped_load_case();
+// A case of at most kMaxGatheredDp DP ranks, two steps, a gathered checkpoint format, and for
+// fully_reshardable the DP size that loads it (0: the same).
+props::CaseInputs gathered_case();
+// An offloaded case stepped `steps` times at most.
+std::function<props::CaseInputs()> offloaded_steps(int steps);
+
+}  // namespace sc::gen
