@@ -88,7 +88,8 @@ std::string_view next_name(std::string_view rest) {
 // `upstream` with the changes and aliases of `name` added after '+' and taken out after '-'
 // ("pr6982+F1", "patched-F3"), or nullopt when a part is unknown or empty.
 std::optional<Behaviour> composed(std::string_view name) {
-  Behaviour b{std::string(name)};
+  Behaviour b;
+  b.name = std::string(name);
   bool on = true;
   std::string_view rest = name;
   while (true) {
