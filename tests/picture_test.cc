@@ -82,7 +82,7 @@ PictureInput worked_example() {
                  param("p2", 300, model::DType::kBFloat16), param("alpha", 1, model::DType::kFloat32, true)};
   in.stages.push_back(st);
   for (int r = 0; r < 4; ++r) {
-    PictureRank row;
+    RankOutcome row;
     row.variant = "upstream";
     row.rank = r;
     row.dp_rank = r;

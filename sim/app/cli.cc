@@ -40,25 +40,9 @@ std::string json_escape(const std::string& text) {
   return out;
 }
 
-// One row of the main job's table.
-struct Row {
-  std::string variant;
-  int rank, stage, dp_rank, ep_rank;
-  int64_t params = 0, params_fp32_kept = 0, pieces = 0, pieces_fp32 = 0;
-  int64_t accel_bytes = 0, host_bytes = 0;  // after construction: the port's, or the model's
-  model::RankBytes bytes;                    // the model's split, through the first step
-  bool ok = true;
-  std::string outcome;
-  std::string failing_param;  // the parameter construction fails on (for the pictures)
-  double max_diff = 0;  // largest |port - reference| over owned pieces after the steps
-  std::vector<std::pair<std::string, double>> param_diff;  // the same, per parameter
-  bool compared = false;
-  uint64_t digest = 0;  // of the final states of the rank's instances (tensor mode)
-};
-
 // Marks `row` failed with `outcome` and the parameter it fails on (-1: none), unless it failed
 // already.
-void fail_row(const model::CaseSpec& spec, const std::string& outcome, int param, Row& row) {
+void fail_row(const model::CaseSpec& spec, const std::string& outcome, int param, RankOutcome& row) {
   if (!row.ok) return;
   row.ok = false;
   row.outcome = outcome;
@@ -68,7 +52,7 @@ void fail_row(const model::CaseSpec& spec, const std::string& outcome, int param
 // The layout-only mode's outcome: the model predicts the leaf check (the first fp32 view
 // installed is a non-leaf).
 void predict_outcome(const sut::Behaviour& behaviour, const model::CaseSpec& spec,
-                     const model::RankPlan& plan, Row& row) {
+                     const model::RankPlan& plan, RankOutcome& row) {
   if (!behaviour.has(sut::Deviation::kPr6982) && spec.cpu_offload &&
       model::owns_fp32_piece(spec, plan)) {
     for (const auto& g : plan.groups) {
@@ -88,7 +72,7 @@ void predict_outcome(const sut::Behaviour& behaviour, const model::CaseSpec& spe
 // difference between them (per parameter too with --heat).
 void compare_with_reference(const CliOptions& options, torch::Device device,
                             const model::CaseSpec& spec, const model::RankPlan& plan, RankRig& rig,
-                            Row& row) {
+                            RankOutcome& row) {
   const auto kernels = torch_cpu_kernels();
   if (options.steps == 0 || !kernels) return;
   model::RankReference ref(spec, plan, rig.initial_values(), *kernels, device.is_cuda());
@@ -97,7 +81,7 @@ void compare_with_reference(const CliOptions& options, torch::Device device,
     rig.step(in);
     ref.step(in);
   }
-  row.compared = true;
+  row.max_diff = 0.0;
   row.digest = row.digest * 0x9E3779B97F4A7C15ull ^ rig.digest();
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
@@ -106,7 +90,7 @@ void compare_with_reference(const CliOptions& options, torch::Device device,
       double piece_diff = 0;
       for (size_t e = 0; e < got.size(); ++e) {
         const double d = std::fabs(static_cast<double>(got[e]) - want[e]);
-        if (!(d <= row.max_diff)) row.max_diff = std::isnan(d) ? INFINITY : d;
+        if (!(d <= *row.max_diff)) row.max_diff = std::isnan(d) ? INFINITY : d;
         if (!(d <= piece_diff)) piece_diff = std::isnan(d) ? INFINITY : d;
       }
       if (options.heat) {
@@ -120,7 +104,7 @@ void compare_with_reference(const CliOptions& options, torch::Device device,
 // Adds one instance of one rank to `row`: counts, bytes, outcome and, with steps, the largest
 // difference from the reference.
 void evaluate(const CliOptions& options, const sut::Behaviour& behaviour, torch::Device device,
-              const model::CaseSpec& spec, model::Instance inst, int64_t rank, Row& row) {
+              const model::CaseSpec& spec, model::Instance inst, int64_t rank, RankOutcome& row) {
   const auto layouts = model::full_param_layout(spec);
   const model::RankPlan plan = model::plan_rank(spec, layouts, inst, rank);
   for (const auto& g : plan.groups) {
@@ -194,11 +178,11 @@ std::string bytes_json(const model::RankBytes& bytes) {
          ", \"host_pinned\": " + std::to_string(bytes.host_pinned) + "}";
 }
 
-void print_json(std::ostream& out, const std::string& header, const std::vector<Row>& rows,
+void print_json(std::ostream& out, const std::string& header, const std::vector<RankOutcome>& rows,
                 const std::optional<RunStats>& stats) {
   out << "{\"config\": \"" << json_escape(header) << "\", \"ranks\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
+    const RankOutcome& r = rows[i];
     out << (i ? ",\n  " : "\n  ") << "{\"variant\": \"" << r.variant << "\", \"rank\": " << r.rank
         << ", \"stage\": " << r.stage << ", \"dp_rank\": " << r.dp_rank
         << ", \"ep_rank\": " << r.ep_rank << ", \"params\": " << r.params
@@ -207,7 +191,7 @@ void print_json(std::ostream& out, const std::string& header, const std::vector<
         << ", \"accel_bytes\": " << (r.ok ? std::to_string(r.accel_bytes) : "null")
         << ", \"host_bytes\": " << (r.ok ? std::to_string(r.host_bytes) : "null")
         << ", \"bytes\": " << (r.ok ? bytes_json(r.bytes) : "null")
-        << ", \"max_diff\": " << (r.compared ? fmt_diff(r.max_diff) : "null")
+        << ", \"max_diff\": " << (r.max_diff ? fmt_diff(*r.max_diff) : "null")
         << ", \"outcome\": \"" << json_escape(r.outcome) << "\"}";
   }
   out << "\n]";
@@ -219,7 +203,7 @@ void print_json(std::ostream& out, const std::string& header, const std::vector<
 }
 
 void print_table(std::ostream& out, const CliOptions& options, int64_t scale,
-                 const std::string& header, const std::vector<Row>& rows) {
+                 const std::string& header, const std::vector<RankOutcome>& rows) {
   out << header << "\n";
   out << "stage: pipeline stage; params/fp32: parameters held (fp32-kept); pieces/fp32: shard\n"
          "pieces this rank owns and hands to the optimizer (of fp32 parameters); bytes at scale "
@@ -240,8 +224,8 @@ void print_table(std::ostream& out, const CliOptions& options, int64_t scale,
       << std::setw(13) << "accel_bytes" << std::setw(13) << "host_bytes" << std::setw(14)
       << "accel_step" << std::setw(14) << "host_step" << std::setw(10) << "max_diff"
       << "  outcome\n";
-  auto bytes = [](const Row& r, int64_t n) { return r.ok ? std::to_string(n) : "-"; };
-  for (const Row& r : rows) {
+  auto bytes = [](const RankOutcome& r, int64_t n) { return r.ok ? std::to_string(n) : "-"; };
+  for (const RankOutcome& r : rows) {
     out << std::left << std::setw(9) << r.variant << std::right << std::setw(5) << r.rank
         << std::setw(6) << r.stage << std::setw(4) << r.dp_rank << std::setw(4) << r.ep_rank
         << std::setw(8) << r.params << std::setw(6) << r.params_fp32_kept << std::setw(8)
@@ -249,11 +233,11 @@ void print_table(std::ostream& out, const CliOptions& options, int64_t scale,
         << std::setw(13) << bytes(r, r.host_bytes) << std::setw(14)
         << bytes(r, r.bytes.accelerator.after_step()) << std::setw(14)
         << bytes(r, r.bytes.host.after_step()) << std::setw(10)
-        << (r.compared ? fmt_diff(r.max_diff) : "-") << "  " << r.outcome << "\n";
+        << (r.max_diff ? fmt_diff(*r.max_diff) : "-") << "  " << r.outcome << "\n";
   }
   for (const std::string& vname : options.variants) {
     int total = 0, failed = 0;
-    for (const Row& r : rows) {
+    for (const RankOutcome& r : rows) {
       if (r.variant != vname) continue;
       ++total;
       failed += r.ok ? 0 : 1;
@@ -350,10 +334,10 @@ std::optional<std::string> unwritable_picture_file(const CliOptions& options) {
 }
 
 // The main job's rows: every variant, stage and DP rank, each instance evaluated.
-std::vector<Row> compute_rows(const CliOptions& options, const InProcessWorld& world) {
+std::vector<RankOutcome> compute_rows(const CliOptions& options, const InProcessWorld& world) {
   const WorldSizes& w = world.sizes;
   const ModelInventory& model = world.model;
-  std::vector<Row> rows;
+  std::vector<RankOutcome> rows;
   for (const std::string& vname : options.variants) {
     const sut::Behaviour behaviour = *sut::behaviour_by_name(vname);
     for (int stage = 0; stage < w.pp; ++stage) {
@@ -361,7 +345,7 @@ std::vector<Row> compute_rows(const CliOptions& options, const InProcessWorld& w
         const int ep_rank = d % w.ep;
         const model::CaseSpec c = stage_case(options, w, model.params, model.num_layers,
                                              model.num_experts, stage, ep_rank);
-        Row row;
+        RankOutcome row;
         row.variant = vname;
         row.rank = stage * w.dp + d;
         row.stage = stage;
@@ -387,12 +371,12 @@ std::vector<Row> compute_rows(const CliOptions& options, const InProcessWorld& w
 // --check-determinism: computes the rows again and compares the digests of all final states.
 // Returns 0 with the line to print in `line`, or the exit status once `err` has the failure.
 int check_determinism(const CliOptions& options, const InProcessWorld& world,
-                      const std::vector<Row>& rows, std::ostream& err, std::string& line) {
+                      const std::vector<RankOutcome>& rows, std::ostream& err, std::string& line) {
   if (options.layout_only || options.steps == 0) {
     err << "shardcheck-sim: --check-determinism needs tensor mode with --steps above 0\n";
     return 2;
   }
-  const std::vector<Row> again = compute_rows(options, world);
+  const std::vector<RankOutcome> again = compute_rows(options, world);
   uint64_t all = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i].digest != again[i].digest) {
@@ -410,32 +394,10 @@ int check_determinism(const CliOptions& options, const InProcessWorld& world,
   return 0;
 }
 
-// One rank of the pictures, from its row.
-PictureRank picture_rank(const Row& row) {
-  PictureRank rank;
-  rank.variant = row.variant;
-  rank.rank = row.rank;
-  rank.stage = row.stage;
-  rank.dp_rank = row.dp_rank;
-  rank.ep_rank = row.ep_rank;
-  rank.params = row.params;
-  rank.params_fp32_kept = row.params_fp32_kept;
-  rank.pieces = row.pieces;
-  rank.pieces_fp32 = row.pieces_fp32;
-  rank.accel_bytes = row.accel_bytes;
-  rank.host_bytes = row.host_bytes;
-  rank.ok = row.ok;
-  rank.outcome = row.outcome;
-  rank.failing_param = row.failing_param;
-  if (row.compared) rank.max_diff = row.max_diff;
-  rank.param_diff = row.param_diff;
-  return rank;
-}
-
 // Draws the world (--svg) and writes the report (--html); the message when a file cannot be
 // written, else nothing.
 std::optional<std::string> write_pictures(const CliOptions& options, const InProcessWorld& world,
-                                          const std::string& header, const std::vector<Row>& rows) {
+                                          const std::string& header, const std::vector<RankOutcome>& rows) {
   const WorldSizes& w = world.sizes;
   const ModelInventory& model = world.model;
   PictureInput pic;
@@ -456,7 +418,7 @@ std::optional<std::string> write_pictures(const CliOptions& options, const InPro
     st.c = stage_case(options, w, model.params, model.num_layers, model.num_experts, stage, 0);
     pic.stages.push_back(std::move(st));
   }
-  for (const Row& r : rows) pic.ranks.push_back(picture_rank(r));
+  pic.ranks = rows;
   const std::string svg = draw_svg(pic);
   std::optional<std::string> why;
   if (!options.svg.empty()) why = write_text_file(options.svg, svg);
@@ -492,7 +454,7 @@ int run_cli(const CliOptions& options, std::ostream& out, std::ostream& err) {
     err << "shardcheck-sim: " << *why << "\n";
     return 2;
   }
-  std::vector<Row> rows = compute_rows(options, world);
+  std::vector<RankOutcome> rows = compute_rows(options, world);
   std::string determinism;
   if (options.check_determinism) {
     if (const int status = check_determinism(options, world, rows, err, determinism)) {

@@ -162,9 +162,9 @@ struct FailGroup {
   std::vector<int> ranks;
 };
 
-std::vector<FailGroup> fail_groups(const std::vector<const PictureRank*>& rows) {
+std::vector<FailGroup> fail_groups(const std::vector<const RankOutcome*>& rows) {
   std::vector<FailGroup> groups;
-  for (const PictureRank* r : rows) {
+  for (const RankOutcome* r : rows) {
     if (r->ok) continue;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const FailGroup& g) {
       return g.variant == r->variant && g.outcome == r->outcome;
@@ -273,8 +273,8 @@ void legend(SvgWriter& svg, double& cursor_y, const PictureInput& in) {
 }
 
 // The ranks of `variant`, in table order.
-std::vector<const PictureRank*> variant_ranks(const PictureInput& in, const std::string& variant) {
-  std::vector<const PictureRank*> rows;
+std::vector<const RankOutcome*> variant_ranks(const PictureInput& in, const std::string& variant) {
+  std::vector<const RankOutcome*> rows;
   for (const auto& r : in.ranks) {
     if (r.variant == variant) rows.push_back(&r);
   }
@@ -284,12 +284,12 @@ std::vector<const PictureRank*> variant_ranks(const PictureInput& in, const std:
 // One cell per rank of `variant` (`rows`), red when it fails, in rows across the bar width;
 // moves `cursor_y` below the cells.
 void outcome_cells(SvgWriter& svg, double& cursor_y, const std::string& variant,
-                   const std::vector<const PictureRank*>& rows) {
+                   const std::vector<const RankOutcome*>& rows) {
   const double cell = std::clamp(kBarW / static_cast<double>(rows.size()), 14.0, 40.0);
   const size_t per_row = static_cast<size_t>(std::floor(kBarW / cell));
   svg.open("g", {{"class", "outcomes"}, {"data-variant", variant}});
   for (size_t i = 0; i < rows.size(); ++i) {
-    const PictureRank& r = *rows[i];
+    const RankOutcome& r = *rows[i];
     const double cx = kBarX + static_cast<double>(i % per_row) * cell;
     const double cy = cursor_y + static_cast<double>(i / per_row) * 22;
     const std::string title = variant + " rank " + std::to_string(r.rank) + " (stage " +
@@ -310,10 +310,10 @@ void outcome_cells(SvgWriter& svg, double& cursor_y, const std::string& variant,
 }
 
 // The failing ones of `rows` by their error (the outcome without its first parameter), in order.
-std::vector<std::pair<std::string, std::vector<const PictureRank*>>> error_groups(
-    const std::vector<const PictureRank*>& rows) {
-  std::vector<std::pair<std::string, std::vector<const PictureRank*>>> errors;
-  for (const PictureRank* r : rows) {
+std::vector<std::pair<std::string, std::vector<const RankOutcome*>>> error_groups(
+    const std::vector<const RankOutcome*>& rows) {
+  std::vector<std::pair<std::string, std::vector<const RankOutcome*>>> errors;
+  for (const RankOutcome* r : rows) {
     if (r->ok) continue;
     const std::string error = without_first(r->outcome);
     auto it =
@@ -328,9 +328,9 @@ std::vector<std::pair<std::string, std::vector<const PictureRank*>>> error_group
 }
 
 // The paragraph of one error: the error, then its `failing` ranks by the parameter they fail on.
-std::string error_text(const std::string& error, const std::vector<const PictureRank*>& failing) {
+std::string error_text(const std::string& error, const std::vector<const RankOutcome*>& failing) {
   std::vector<std::pair<std::string, std::vector<int>>> by_param;
-  for (const PictureRank* r : failing) {
+  for (const RankOutcome* r : failing) {
     auto it = std::find_if(by_param.begin(), by_param.end(),
                            [&](const auto& e) { return e.first == r->failing_param; });
     if (it == by_param.end()) {
@@ -361,10 +361,10 @@ void outcome_grid(SvgWriter& svg, double& cursor_y, const PictureInput& in) {
            {{"font-weight", "bold"}, {"fill", kInk}});
   cursor_y += 22;
   for (const std::string& variant : in.variants) {
-    const std::vector<const PictureRank*> rows = variant_ranks(in, variant);
+    const std::vector<const RankOutcome*> rows = variant_ranks(in, variant);
     if (rows.empty()) continue;
     int failed = 0;
-    for (const PictureRank* r : rows) failed += r->ok ? 0 : 1;
+    for (const RankOutcome* r : rows) failed += r->ok ? 0 : 1;
     gutter_label(svg, cursor_y + 14, variant, 12,
                  {{"font-weight", "bold"}, {"fill", failed ? kFailRed : kInk}});
     outcome_cells(svg, cursor_y, variant, rows);
@@ -391,7 +391,7 @@ struct Mark {
 // (layout index) that shows the piece, or -1 (under the stage's heading) when none does.
 struct StageFailures {
   std::vector<Mark> marks;
-  std::map<int, std::vector<const PictureRank*>> notes;
+  std::map<int, std::vector<const RankOutcome*>> notes;
 };
 
 // The measured differences by (variant, rank), per parameter name.
@@ -419,8 +419,8 @@ void stage_heading(SvgWriter& svg, double& cursor_y, const PictureInput& in,
 }
 
 // The ranks of stage `st`, in table order.
-std::vector<const PictureRank*> stage_ranks(const PictureInput& in, const PictureStage& st) {
-  std::vector<const PictureRank*> rows;
+std::vector<const RankOutcome*> stage_ranks(const PictureInput& in, const PictureStage& st) {
+  std::vector<const RankOutcome*> rows;
   for (const auto& r : in.ranks) {
     if (r.stage == st.stage) rows.push_back(&r);
   }
@@ -430,9 +430,9 @@ std::vector<const PictureRank*> stage_ranks(const PictureInput& in, const Pictur
 // Where the failing ones of the stage's `rows` are drawn among the stage's `buffers`.
 StageFailures stage_failures(const PictureInput& in, const PictureStage& st,
                              const StageModel& buffers,
-                             const std::vector<const PictureRank*>& rows) {
+                             const std::vector<const RankOutcome*>& rows) {
   StageFailures failures;
-  for (const PictureRank* r : rows) {
+  for (const RankOutcome* r : rows) {
     if (r->ok) continue;
     int layout = -1;
     auto p = buffers.param_by_name.find(r->failing_param);
@@ -470,11 +470,11 @@ void fail_notes(SvgWriter& svg, double& cursor_y, const StageFailures& failures,
 
 // The variants that compared some of the stage's `rows`, one heat row each (none without steps).
 std::vector<std::string> heat_variants(const PictureInput& in,
-                                       const std::vector<const PictureRank*>& rows) {
+                                       const std::vector<const RankOutcome*>& rows) {
   std::vector<std::string> variants;
   if (in.steps > 0) {
     for (const std::string& v : in.variants) {
-      for (const PictureRank* r : rows) {
+      for (const RankOutcome* r : rows) {
         if (r->variant == v && !r->param_diff.empty()) {
           variants.push_back(v);
           break;
@@ -486,9 +486,9 @@ std::vector<std::string> heat_variants(const PictureInput& in,
 }
 
 // The measured differences of the stage's `rows`.
-HeatRows heat_rows(const std::vector<const PictureRank*>& rows) {
+HeatRows heat_rows(const std::vector<const RankOutcome*>& rows) {
   HeatRows diffs;
-  for (const PictureRank* r : rows) {
+  for (const RankOutcome* r : rows) {
     for (const auto& [name, d] : r->param_diff) diffs[{r->variant, r->rank}][name] = d;
   }
   return diffs;
@@ -765,7 +765,7 @@ void draw_stage(SvgWriter& svg, double& cursor_y, const PictureInput& in, const 
   const StageModel buffers = stage_model(st.c);
   stage_heading(svg, cursor_y, in, st);
   // Failures of this stage's ranks, by buffer (or the stage when the piece is not drawn here).
-  const std::vector<const PictureRank*> rows = stage_ranks(in, st);
+  const std::vector<const RankOutcome*> rows = stage_ranks(in, st);
   const StageFailures failures = stage_failures(in, st, buffers, rows);
   fail_notes(svg, cursor_y, failures, -1);
   const std::vector<std::string> variants = heat_variants(in, rows);
@@ -829,7 +829,7 @@ std::string draw_html(const PictureInput& in, const std::string& svg) {
        "<th>dp</th><th>ep</th><th>params</th><th>fp32</th><th>pieces</th><th>fp32</th>"
        "<th>accel_bytes</th><th>host_bytes</th><th>max_diff</th>"
        "<th class=\"text\">outcome</th></tr>\n";
-  for (const PictureRank& r : in.ranks) {
+  for (const RankOutcome& r : in.ranks) {
     char diff[32] = "-";
     if (r.max_diff) std::snprintf(diff, sizeof diff, "%.3g", *r.max_diff);
     h += std::string("<tr") + (r.ok ? "" : " class=\"fail\"") + "><td class=\"text\">" +
