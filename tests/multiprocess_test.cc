@@ -1,6 +1,7 @@
 // The multi-process mode: its option errors, the local launcher, the exact split of the reduced
 // gradient, and worlds of real processes over c10d Gloo on loopback, whose parameters must equal
-// the in-process mode's bit for bit; faults that the checks must catch; no process left behind.
+// the in-process mode's bit for bit; faults that the checks must catch; no process left behind;
+// and the same as a property on generated worlds.
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,9 +22,12 @@
 
 #include <gtest/gtest.h>
 
+#include <rapidcheck.h>
+
 #include "sim/app/cli.h"
 #include "sim/app/jobs.h"
 #include "sim/app/launcher.h"
+#include "properties/run.h"
 #include "sim/app/multiprocess.h"
 #include "sim/rig/rng.h"
 
@@ -472,6 +476,83 @@ TEST(MultiProcessWorld, ExpertParallelModelFileOverGlooEqualsTheInProcessModeBit
   EXPECT_NE(got.at(0), got.at(1));
   EXPECT_NE(got.at(4), got.at(5));
   EXPECT_EQ(processes_with("--seed=4242007"), 0);
+}
+
+// A world the multi-process property draws: the tiny MoE model (experts) or the mixed-dtype
+// net (one decoder layer: PP 1); PP 1 or 2 x DP 1, 2 or 4 (EP 1 or 2 dividing it, for the MoE
+// model); offload on or off at a fraction; precision-aware or not; a bucket size or none; one or
+// two steps; any seed. As shardcheck-sim's arguments, --processes=PP*DP included: the replay
+// command of a failure. `ep2`: the MoE model at EP 2.
+std::vector<std::string> draw_world(bool moe, bool ep2) {
+  std::vector<std::string> a;
+  if (moe) {
+    a = {"--model-file=" + std::string(SC_SOURCE_DIR) + "/models/tiny-moe.json", "--scale=16"};
+  } else {
+    a = {"--model=mixed-dtype-net"};
+  }
+  const int pp = moe ? *rc::gen::element(1, 2) : 1;
+  const int dp = ep2 ? *rc::gen::element(2, 4) : *rc::gen::element(1, 2, 4);
+  const int ep = ep2 ? 2 : moe && dp > 1 ? *rc::gen::element(1, 2) : 1;
+  const std::string fraction = *rc::gen::element<std::string>("0", "0.25", "0.5", "1");
+  const std::string bucket = *rc::gen::element<std::string>("none", "2000", "50000");
+  a = with(a, {"--pp=" + std::to_string(pp), "--vpp=1", "--dp=" + std::to_string(dp),
+               "--ep=" + std::to_string(ep), "--variant=patched",
+               "--offload=" + std::string(*rc::gen::arbitrary<bool>() ? "on" : "off"),
+               "--offload-fraction=" + fraction,
+               "--precision-aware=" + std::string(*rc::gen::arbitrary<bool>() ? "on" : "off"),
+               "--bucket-size=" + bucket, "--steps=" + std::to_string(*rc::gen::inRange(1, 3)),
+               "--seed=" + std::to_string(*rc::gen::inRange<uint32_t>(0, 1u << 30)),
+               "--collective-timeout=30", "--processes=" + std::to_string(pp * dp)});
+  return a;
+}
+
+// One drawn world run: every rank passes (its parameters equal its replicas' and, with the
+// state, the in-process mode's, bit for bit), and no process is left behind.
+void world_equals_the_in_process_mode(const std::vector<std::string>& extra, bool moe, bool ep2) {
+  const std::vector<std::string> args = with(draw_world(moe || ep2, ep2), extra);
+  std::string replay = "shardcheck-sim";
+  for (const auto& a : args) replay += " " + a;
+  RC_LOG() << "replay: " << replay << "\n";
+  const SimRun r = run_sim(args);
+  RC_LOG() << r.output << "\n";
+  RC_ASSERT(r.status == 0);
+  std::string processes, seed;
+  for (const auto& a : args) {
+    if (a.rfind("--processes=", 0) == 0) processes = a.substr(12);
+    if (a.rfind("--seed=", 0) == 0) seed = a;
+  }
+  RC_ASSERT(r.output.find(processes + " of " + processes + " ranks passed") != std::string::npos);
+  RC_ASSERT(processes_with(seed) == 0);
+}
+
+// The multi-process mode as a property, not a few fixed worlds: on generated worlds one process
+// per rank over Gloo gives every rank the in-process mode's parameters and state bit for bit.
+TEST(MultiProcessProperty, EveryGeneratedWorldEqualsTheInProcessMode) {
+  props::RunOptions o;
+  o.id = "MultiProcessProperty/EveryGeneratedWorldEqualsTheInProcessMode";
+  o.max_success = 6;
+  const props::RunOutcome out = props::run_property(
+      [] { world_equals_the_in_process_mode({}, *rc::gen::arbitrary<bool>(), false); }, o);
+  EXPECT_FALSE(out.failed()) << out.report;
+  EXPECT_EQ(out.cases, 6) << out.report;
+}
+
+// The property fails when the expert buckets are reduced and gathered over the wrong group (the
+// dense DP group), a bug the in-process properties cannot see.
+TEST(MultiProcessProperty, FailsWhenTheExpertBucketsUseTheDenseGroup) {
+  props::RunOptions o;
+  o.id = "MultiProcessProperty/FailsWhenTheExpertBucketsUseTheDenseGroup";
+  o.max_success = 6;
+  o.shrink = false;  // each case is a world of processes: the first failure is enough
+  const props::RunOutcome out = props::run_property(
+      [] {
+        world_equals_the_in_process_mode({"--fault=expert-over-dense-group"}, true, /*ep2=*/true);
+      },
+      o);
+  ASSERT_TRUE(out.failed()) << out.report;
+  EXPECT_EQ(out.cases, 1) << out.report;
+  EXPECT_NE(out.description.find("differ from the in-process mode's"), std::string::npos)
+      << out.description;
 }
 
 }  // namespace

@@ -434,7 +434,8 @@ struct Groups {
 // The process groups of this stage: the dense DP group (ranks stage * dp ... stage * dp + dp - 1)
 // and, with EP above 1, the expert DP group of this EP rank (the ranks of the stage whose DP rank
 // is ep_rank modulo ep), as Megatron's parallel_state builds them. With EP 1 the expert DP group
-// has the dense group's members, and the dense group serves both. Sets each instance's group.
+// has the dense group's members, and the dense group serves both. Sets each instance's group
+// (--fault=expert-over-dense-group: the expert buffers too get the dense group, the wrong one).
 Groups form_groups(const Worker& worker, const Rendezvous& rendezvous,
                    std::vector<RankInstance>& instances) {
   const std::string stage = std::to_string(worker.stage);
@@ -442,7 +443,8 @@ Groups form_groups(const Worker& worker, const Rendezvous& rendezvous,
   groups.dense = make_group(worker, rendezvous, "the DP group of stage " + stage,
                             "dp-stage-" + stage, worker.dp_rank, worker.dp);
   for (RankInstance& i : instances) {
-    if (i.inst == model::Instance::kExpert && worker.ep > 1) {
+    if (i.inst == model::Instance::kExpert && worker.ep > 1 &&
+        !worker.fault_here("expert-over-dense-group")) {
       const std::string ep_rank = std::to_string(worker.ep_rank);
       groups.expert = make_group(
           worker, rendezvous, "the expert DP group of stage " + stage + " EP rank " + ep_rank,

@@ -257,8 +257,11 @@ std::optional<std::string> apply_fault(const OptionArg& arg, ParsedCli& parsed) 
   options.fault = arg.value.substr(0, at);
   options.fault_rank = -1;
   if (options.fault != "drop-grads" && options.fault != "stall" && options.fault != "exit" &&
-      options.fault != "die" && options.fault != "skip-all-gather") {
-    return arg.bad("unknown fault; known: drop-grads, stall, exit, die, skip-all-gather");
+      options.fault != "die" && options.fault != "skip-all-gather" &&
+      options.fault != "expert-over-dense-group") {
+    return arg.bad(
+        "unknown fault; known: drop-grads, stall, exit, die, skip-all-gather, "
+        "expert-over-dense-group");
   }
   if (at != std::string::npos) {
     const auto rank = parse_integer(arg.value.substr(at + 1), 0, 65535);
@@ -363,7 +366,8 @@ std::vector<Option<ParsedCli>> output_and_process_options() {
       {"launch-timeout", "S", "--processes stops the world after S seconds (600)", apply_timeout},
       {"fault", "KIND[@RANK]",
        "perturbation to test the checks: drop-grads, stall, exit,\n"
-       "die (SIGKILL mid-step), skip-all-gather",
+       "die (SIGKILL mid-step), skip-all-gather, expert-over-dense-group\n"
+       "(expert buckets reduced and gathered over the dense DP group)",
        apply_fault},
   };
 }
