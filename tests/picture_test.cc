@@ -16,7 +16,7 @@
 #include "sim/picture/picture.h"
 #include "sim/picture/svg.h"
 
-namespace sc::sim {
+namespace sc::picture {
 namespace {
 
 size_t count(const std::string& text, const std::string& what) {
@@ -332,4 +332,4 @@ TEST(PictureCli, SeedPictureRendersToPng) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::picture

@@ -29,6 +29,13 @@
 
 namespace sc::sim {
 
+using picture::draw_html;
+using picture::draw_svg;
+using picture::PictureInput;
+using picture::PictureStage;
+using picture::RankOutcome;
+using picture::write_text_file;
+
 namespace {
 
 std::string json_escape(const std::string& text) {

@@ -14,7 +14,7 @@
 #include "sim/picture/stage_model.h"
 #include "sim/picture/svg.h"
 
-namespace sc::sim {
+namespace sc::picture {
 
 namespace {
 
@@ -876,4 +876,4 @@ std::optional<std::string> write_text_file(const std::string& path, const std::s
   return std::nullopt;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::picture

@@ -16,7 +16,7 @@
 #include "model/memory.h"
 #include "model/spec.h"
 
-namespace sc::sim {
+namespace sc::picture {
 
 // One rank's outcome in the main job, as its table row, its JSON and its pictures all read it.
 struct RankOutcome {
@@ -63,4 +63,4 @@ std::string draw_html(const PictureInput& in, const std::string& svg);
 // Writes `text` to `path`; empty on success, else a message naming the file and the reason.
 std::optional<std::string> write_text_file(const std::string& path, const std::string& text);
 
-}  // namespace sc::sim
+}  // namespace sc::picture

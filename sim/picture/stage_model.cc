@@ -6,7 +6,7 @@
 #include "model/offload_plan.h"
 #include "model/shard.h"
 
-namespace sc::sim::stage {
+namespace sc::picture::stage {
 
 namespace {
 
@@ -214,4 +214,4 @@ StageModel stage_model(const model::CaseSpec& spec) {
   return m;
 }
 
-}  // namespace sc::sim::stage
+}  // namespace sc::picture::stage

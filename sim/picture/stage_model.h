@@ -12,7 +12,7 @@
 #include "model/layout.h"
 #include "model/spec.h"
 
-namespace sc::sim::stage {
+namespace sc::picture::stage {
 
 // A buffer draws each parameter when it has at most kFewParams, or at most kMaxParams of which
 // three quarters are at least 3 pixels wide; otherwise it draws them per layer.
@@ -60,4 +60,4 @@ struct StageModel {
 // The buffers of a stage's case and each rank's owned pieces of them, with where they step.
 StageModel stage_model(const model::CaseSpec& spec);
 
-}  // namespace sc::sim::stage
+}  // namespace sc::picture::stage

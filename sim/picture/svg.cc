@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace sc::sim {
+namespace sc::picture {
 
 std::string xml_escape(std::string_view text) {
   std::string out;
@@ -300,4 +300,4 @@ std::optional<std::string> check_xml(std::string_view xml) {
   return std::nullopt;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::picture

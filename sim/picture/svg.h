@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace sc::sim {
+namespace sc::picture {
 
 // `text` with & < > " ' replaced by their entities.
 std::string xml_escape(std::string_view text);
@@ -58,4 +58,4 @@ class SvgWriter {
 // entities, one root element), else the first problem and its byte offset.
 std::optional<std::string> check_xml(std::string_view xml);
 
-}  // namespace sc::sim
+}  // namespace sc::picture
