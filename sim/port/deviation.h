@@ -253,11 +253,11 @@ inline DeviationRow fix_removed(const char* id, Deviation fix, const char* doc) 
 
 }  // namespace deviation_rows
 
-// Every row: fixes in the order the findings were made, then the engines, then the mutants.
-inline const std::vector<DeviationRow>& deviation_table() {
+// The fixes, in the order the findings were made, then the engines.
+inline std::vector<DeviationRow> change_rows() {
   using D = Deviation;
   using namespace deviation_rows;
-  static const std::vector<DeviationRow> kRows = {
+  return {
       fix(D::kPr6982, "pr6982", "the seed (MEG-01)", "#6982", "", "",
           "the seed fix: the `detach()` in the fp32 branch of "
           "`_build_model_and_main_param_groups`"),
@@ -295,6 +295,14 @@ inline const std::vector<DeviationRow>& deviation_table() {
              "the pipelined offload (implies `fused-host-adamw`): the host step runs in chunks "
              "through "
              "pinned staging buffers, the next chunk's D2H copy in flight during each pass"),
+  };
+}
+
+// The mutants of the shard builder, the optimizers and the layout rules.
+inline std::vector<DeviationRow> shard_and_optimizer_mutant_rows() {
+  using D = Deviation;
+  using namespace deviation_rows;
+  return {
       fix_removed("MEG-01", D::kPr6982, "no `detach()` in the fp32 branch"),
       fix_removed("HDO-02", D::kPr4547, "the fp32 host clone left pageable (upstream at d8b71082)"),
       fix_removed(
@@ -344,6 +352,14 @@ inline const std::vector<DeviationRow>& deviation_table() {
              "offload threshold tested after adding the tensor"),
       mutant("RULE-pa-no-master-weights", D::kPaNoMasterWeights, "patched",
              "precision-aware without offload: FusedAdam built without master weights"),
+  };
+}
+
+// The mutants of the offload streams and the checkpoints.
+inline std::vector<DeviationRow> stream_and_checkpoint_mutant_rows() {
+  using D = Deviation;
+  using namespace deviation_rows;
+  return {
       mutant("HDO-01", D::kHdo01WrongStream, "patched",
              "the H2D copy-back's event recorded on the D2H stream, not the H2D one"),
       mutant("STREAM-no-d2h-wait", D::kNoD2hWait, "patched",
@@ -371,6 +387,14 @@ inline const std::vector<DeviationRow>& deviation_table() {
           "for "
           "`numel()`): only the first row of a multi-dimensional parameter is stepped, which the "
           "distributed optimizer's flat shards never show"),
+  };
+}
+
+// The mutants of the step flow, the training loop and our engines.
+inline std::vector<DeviationRow> step_flow_and_engine_mutant_rows() {
+  using D = Deviation;
+  using namespace deviation_rows;
+  return {
       mutant("SCALER-hysteresis-every-finite-step", D::kScalerHysteresisEveryFiniteStep, "patched",
              "the dynamic loss scaler restores its hysteresis count after every step with finite "
              "grads "
@@ -425,6 +449,19 @@ inline const std::vector<DeviationRow>& deviation_table() {
              "(ours) the fused host AdamW takes its one-pass path for "
              "strided views too, reading them as if contiguous"),
   };
+}
+
+// Every row: fixes in the order the findings were made, then the engines, then the mutants.
+inline const std::vector<DeviationRow>& deviation_table() {
+  static const std::vector<DeviationRow> kRows = [] {
+    std::vector<DeviationRow> rows = change_rows();
+    for (auto part : {shard_and_optimizer_mutant_rows, stream_and_checkpoint_mutant_rows,
+                      step_flow_and_engine_mutant_rows}) {
+      const std::vector<DeviationRow> more = part();
+      rows.insert(rows.end(), more.begin(), more.end());
+    }
+    return rows;
+  }();
   return kRows;
 }
 
