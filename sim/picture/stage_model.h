@@ -1,6 +1,6 @@
 // The stage model of a world's picture: the buffers of one pipeline stage's case, how a bar
 // draws them (one run per parameter, or per layer when they are too many or too narrow), and
-// each rank's owned pieces with where they step. sim/picture/picture.cc draws it.
+// each rank's owned pieces with where they step. sim/picture/stage_drawing.cc draws it.
 #pragma once
 
 #include <cstddef>
