@@ -2,6 +2,7 @@
 // point down the layer order of docs/architecture.md (or stay inside its own layer), and no
 // units (a header with its source file) may include each other in a circle. The last tests
 // plant a back-include and a circle in a copy of the tree and show that the check fails on them.
+// No file of sim/ or properties/ may pass 700 lines; a planted long file shows that check failing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -277,6 +278,40 @@ TEST(Layering, APropertyReachingPastTheSeamFails) {
   EXPECT_EQ(violations[0],
             "properties/diff_props.cc (layer properties) includes sim/rig/rank_rig.h, which only "
             "its own layers may: use the seam");
+  fs::remove_all(copy);
+}
+
+// Files of sim/ and properties/ longer than kMaxLines: a file that long holds more than one
+// thing, and is split where its parts meet (docs/architecture.md).
+constexpr int kMaxLines = 700;
+
+std::vector<std::string> long_files(const fs::path& root) {
+  std::vector<std::string> out;
+  for (const std::string& rel : sources(root)) {
+    if (rel.rfind("sim/", 0) != 0 && rel.rfind("properties/", 0) != 0) continue;
+    std::ifstream in(root / rel);
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    if (lines > kMaxLines) {
+      out.push_back(rel + " has " + std::to_string(lines) + " lines, over " +
+                    std::to_string(kMaxLines) + ": split it where its parts meet");
+    }
+  }
+  return out;
+}
+
+TEST(Layering, NoFileOfSimOrPropertiesIsOverTheLimit) {
+  const std::vector<std::string> over = long_files(SC_SOURCE_DIR);
+  EXPECT_TRUE(over.empty()) << joined(over);
+}
+
+TEST(Layering, AFileGrownPastTheLimitFails) {
+  const fs::path copy = copy_of_tree("long_file");
+  ASSERT_TRUE(long_files(copy).empty());
+  for (int i = 0; i <= kMaxLines; ++i) append_line(copy / "sim/app/cli.cc", "// filler");
+  const std::vector<std::string> over = long_files(copy);
+  ASSERT_EQ(over.size(), 1u) << joined(over);
+  EXPECT_EQ(over[0].rfind("sim/app/cli.cc has ", 0), 0u) << over[0];
   fs::remove_all(copy);
 }
 

@@ -308,11 +308,12 @@ TEST(MultiProcessWorld, DpFourByPpTwoOverGlooEqualsTheInProcessModeBitForBit) {
   const auto got = digests_of(r.output);
   ASSERT_EQ(got.size(), 8u) << r.output;
   // The in-process mode, computed here: the stage's DP ranks in this process, no collective.
-  const CliOptions o = parsed(args);
+  const auto want = in_process_param_digests(parsed(args));
+  ASSERT_TRUE(std::holds_alternative<std::vector<std::vector<uint64_t>>>(want));
+  const auto& by_rank = std::get<std::vector<std::vector<uint64_t>>>(want);
+  ASSERT_EQ(by_rank.size(), 8u);
   for (int stage = 0; stage < 2; ++stage) {  // the ranks of a stage hold the same parameters
-    auto want = in_process_param_digests(o, stage * 4);
-    ASSERT_TRUE(std::holds_alternative<std::vector<uint64_t>>(want));
-    const auto& steps = std::get<std::vector<uint64_t>>(want);
+    const auto& steps = by_rank.at(static_cast<size_t>(stage * 4));
     ASSERT_EQ(steps.size(), 3u);
     for (int rank = stage * 4; rank < stage * 4 + 4; ++rank) {
       EXPECT_EQ(got.at(rank), hex16(steps.back())) << "rank " << rank;
@@ -462,11 +463,12 @@ TEST(MultiProcessWorld, ExpertParallelModelFileOverGlooEqualsTheInProcessModeBit
   EXPECT_NE(r.output.find("8 of 8 ranks passed"), std::string::npos) << r.output;
   const auto got = digests_of(r.output);
   ASSERT_EQ(got.size(), 8u) << r.output;
-  const CliOptions o = parsed(args);
+  const auto want = in_process_param_digests(parsed(args));
+  ASSERT_TRUE(std::holds_alternative<std::vector<std::vector<uint64_t>>>(want));
+  const auto& by_rank = std::get<std::vector<std::vector<uint64_t>>>(want);
+  ASSERT_EQ(by_rank.size(), 8u);
   for (int rank = 0; rank < 8; ++rank) {
-    auto want = in_process_param_digests(o, rank);
-    ASSERT_TRUE(std::holds_alternative<std::vector<uint64_t>>(want)) << rank;
-    const auto& steps = std::get<std::vector<uint64_t>>(want);
+    const auto& steps = by_rank.at(static_cast<size_t>(rank));
     ASSERT_EQ(steps.size(), 2u);
     EXPECT_EQ(got.at(rank), hex16(steps.back())) << "rank " << rank;
   }

@@ -18,6 +18,7 @@
 #include "model/shard.h"
 #include "sim/rig/fma_probe.h"
 #include "sim/input/inventory_file.h"
+#include "sim/app/in_process.h"
 #include "sim/app/jobs.h"
 #include "sim/app/multiprocess.h"
 #include "sim/picture/picture.h"
@@ -75,19 +76,16 @@ void predict_outcome(const sut::Behaviour& behaviour, const model::CaseSpec& spe
   }
 }
 
-// With steps, steps `rig` and the reference alike and adds to `row` the digest and the largest
+// With steps, steps `rank` and the reference alike and adds to `row` the digest and the largest
 // difference between them (per parameter too with --heat).
 void compare_with_reference(const CliOptions& options, torch::Device device,
-                            const model::CaseSpec& spec, const model::RankPlan& plan, RankRig& rig,
-                            RankOutcome& row) {
+                            const model::CaseSpec& spec, const model::RankPlan& plan,
+                            JobRank& rank, RankOutcome& row) {
   const auto kernels = torch_cpu_kernels();
   if (options.steps == 0 || !kernels) return;
+  RankRig& rig = rank.rig();
   model::RankReference ref(spec, plan, rig.initial_values(), *kernels, device.is_cuda());
-  for (int k = 0; k < options.steps; ++k) {
-    const model::StepInputs in = main_job_step(spec, options.seed, k);
-    rig.step(in);
-    ref.step(in);
-  }
+  for (int k = 0; k < options.steps; ++k) ref.step(rank.step(k));
   row.max_diff = 0.0;
   row.digest = row.digest * 0x9E3779B97F4A7C15ull ^ rig.digest();
   for (size_t g = 0; g < plan.groups.size(); ++g) {
@@ -128,19 +126,15 @@ void evaluate(const CliOptions& options, const sut::Behaviour& behaviour, torch:
     predict_outcome(behaviour, spec, plan, row);
     return;
   }
-  RankRig rig(spec, inst, rank, behaviour, device, options.seed);
-  const RankObservation& obs = rig.construction();
+  JobRank port(spec, inst, rank, behaviour, device, options.seed);
+  const RankObservation& obs = port.rig().construction();
   row.accel_bytes += obs.accel_bytes;
   row.host_bytes += obs.host_bytes;
-  if (obs.error) {
-    std::string outcome = obs.error_type + ": " + *obs.error;
-    if (obs.failing_param >= 0) {
-      outcome += " (first: " + spec.params[obs.failing_param].name + ")";
-    }
-    fail_row(spec, outcome, obs.failing_param, row);
+  if (!port.ok()) {
+    fail_row(spec, port.outcome(), obs.failing_param, row);
     return;
   }
-  compare_with_reference(options, device, spec, plan, rig, row);
+  compare_with_reference(options, device, spec, plan, port, row);
 }
 
 std::string fmt_diff(double diff) {
@@ -274,44 +268,25 @@ std::string stats_line(const RunStats& stats) {
   return os.str();
 }
 
-// The in-process mode's world: the model at its scale, the checked sizes and the device.
-struct InProcessWorld {
-  int64_t scale = 0;
-  ModelInventory model;
-  WorldSizes sizes;
-  torch::Device device{torch::kCPU};
-};
-
-// Loads the model and checks the world, the device and (in tensor mode) the memory budget; or
-// the message.
-std::variant<InProcessWorld, std::string> prepare_world(const CliOptions& options) {
-  InProcessWorld world;
-  world.scale = options.scale > 0 ? options.scale : (options.layout_only ? 1 : 64);
-  auto loaded = load_model(options, world.scale);
-  if (auto* message = std::get_if<std::string>(&loaded)) return *message;
-  world.model = std::move(std::get<ModelInventory>(loaded));
-  auto sizes = checked_world(options, world.model);
-  if (auto* why = std::get_if<std::string>(&sizes)) {
-    return "impossible world for " + world.model.name + ": " + *why;
-  }
-  world.device = sut::pick_device();
-  if (options.device == "cpu") world.device = torch::Device(torch::kCPU);
-  if (options.device == "cuda" && !world.device.is_cuda()) {
-    return "--device=cuda but " + sut::cpu_fallback_reason();
-  }
-  world.sizes = std::get<WorldSizes>(sizes);
-  if (!options.layout_only) {  // refuse before any tensor is built
+// The main job's world, resolved, and in tensor mode checked against the memory budget before
+// any tensor is built; or the message.
+std::variant<ResolvedWorld, std::string> prepare_world(const CliOptions& options) {
+  const int64_t scale = options.scale > 0 ? options.scale : (options.layout_only ? 1 : 64);
+  auto resolved = resolve_world(options, scale);
+  if (auto* why = std::get_if<std::string>(&resolved)) return *why;
+  const ResolvedWorld& world = std::get<ResolvedWorld>(resolved);
+  if (!options.layout_only) {
     const int64_t budget =
         options.memory_budget > 0 ? options.memory_budget : default_memory_budget();
     if (auto why = memory_budget_refusal(options, world.model, world.sizes, world.scale, budget)) {
       return *why;
     }
   }
-  return world;
+  return resolved;
 }
 
 // The configuration line that heads the output.
-std::string run_header(const CliOptions& options, const InProcessWorld& world) {
+std::string run_header(const CliOptions& options, const ResolvedWorld& world) {
   const WorldSizes& w = world.sizes;
   std::ostringstream fraction;
   fraction << options.offload_fraction;
@@ -341,17 +316,15 @@ std::optional<std::string> unwritable_picture_file(const CliOptions& options) {
 }
 
 // The main job's rows: every variant, stage and DP rank, each instance evaluated.
-std::vector<RankOutcome> compute_rows(const CliOptions& options, const InProcessWorld& world) {
+std::vector<RankOutcome> compute_rows(const CliOptions& options, const ResolvedWorld& world) {
   const WorldSizes& w = world.sizes;
-  const ModelInventory& model = world.model;
   std::vector<RankOutcome> rows;
   for (const std::string& vname : options.variants) {
     const sut::Behaviour behaviour = *sut::behaviour_by_name(vname);
     for (int stage = 0; stage < w.pp; ++stage) {
       for (int d = 0; d < w.dp; ++d) {
         const int ep_rank = d % w.ep;
-        const model::CaseSpec c = stage_case(options, w, model.params, model.num_layers,
-                                             model.num_experts, stage, ep_rank);
+        const model::CaseSpec c = world.stage_case(options, stage, ep_rank);
         RankOutcome row;
         row.variant = vname;
         row.rank = stage * w.dp + d;
@@ -377,7 +350,7 @@ std::vector<RankOutcome> compute_rows(const CliOptions& options, const InProcess
 
 // --check-determinism: computes the rows again and compares the digests of all final states.
 // Returns 0 with the line to print in `line`, or the exit status once `err` has the failure.
-int check_determinism(const CliOptions& options, const InProcessWorld& world,
+int check_determinism(const CliOptions& options, const ResolvedWorld& world,
                       const std::vector<RankOutcome>& rows, std::ostream& err, std::string& line) {
   if (options.layout_only || options.steps == 0) {
     err << "shardcheck-sim: --check-determinism needs tensor mode with --steps above 0\n";
@@ -403,12 +376,11 @@ int check_determinism(const CliOptions& options, const InProcessWorld& world,
 
 // Draws the world (--svg) and writes the report (--html); the message when a file cannot be
 // written, else nothing.
-std::optional<std::string> write_pictures(const CliOptions& options, const InProcessWorld& world,
+std::optional<std::string> write_pictures(const CliOptions& options, const ResolvedWorld& world,
                                           const std::string& header, const std::vector<RankOutcome>& rows) {
   const WorldSizes& w = world.sizes;
-  const ModelInventory& model = world.model;
   PictureInput pic;
-  pic.title = "shardcheck-sim: " + model.name + ", TP " + std::to_string(w.tp) + " PP " +
+  pic.title = "shardcheck-sim: " + world.model.name + ", TP " + std::to_string(w.tp) + " PP " +
               std::to_string(w.pp) + " VPP " + std::to_string(w.vpp) + " EP " +
               std::to_string(w.ep) + " DP " + std::to_string(w.dp) +
               (options.offload ? ", offload on" : ", offload off") +
@@ -422,7 +394,7 @@ std::optional<std::string> write_pictures(const CliOptions& options, const InPro
   for (int stage = 0; stage < w.pp; ++stage) {
     PictureStage st;
     st.stage = stage;
-    st.c = stage_case(options, w, model.params, model.num_layers, model.num_experts, stage, 0);
+    st.c = world.stage_case(options, stage, 0);
     pic.stages.push_back(std::move(st));
   }
   pic.ranks = rows;
@@ -454,7 +426,7 @@ int run_cli(const CliOptions& options, std::ostream& out, std::ostream& err) {
     err << "shardcheck-sim: " << *why << "\n";
     return 2;
   }
-  const InProcessWorld& world = std::get<InProcessWorld>(prepared);
+  const ResolvedWorld& world = std::get<ResolvedWorld>(prepared);
   const std::string header = run_header(options, world);
   // The pictures' files are checked before the run, which may take a while.
   if (auto why = unwritable_picture_file(options)) {

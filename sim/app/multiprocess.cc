@@ -18,6 +18,7 @@
 
 #include "shardcheck/config.h"
 #include "sim/app/c10d_world.h"
+#include "sim/app/in_process.h"
 #include "sim/app/jobs.h"
 #include "sim/app/options.h"
 #include "sim/app/launcher.h"
@@ -59,66 +60,20 @@ using std::chrono::milliseconds;
 // What the options make of the world, checked once.
 struct Setup {
   CliOptions o;  // the options with the checked world (the model's layout applied)
-  std::string model_name;
-  std::vector<InventoryParam> inventory;
-  int num_layers = 0;
-  int num_experts = 0;
+  ResolvedWorld world;
   sut::Behaviour behaviour;
-  torch::Device device{torch::kCPU};
 };
 
 std::variant<Setup, std::string> prepare(const CliOptions& options) {
   if (auto why = check_multi_process_options(options)) return *why;
-  const int64_t scale = options.scale > 0 ? options.scale : 64;
-  auto loaded = load_model(options, scale);  // the CLI's loader: --model or --model-file
-  if (auto* why = std::get_if<std::string>(&loaded)) return *why;
-  ModelInventory& model = std::get<ModelInventory>(loaded);
-  auto world = checked_world(options, model);
-  if (auto* why = std::get_if<std::string>(&world)) {
-    return "impossible world for " + model.name + ": " + *why;
-  }
+  auto resolved = resolve_world(options, options.scale > 0 ? options.scale : 64);
+  if (auto* why = std::get_if<std::string>(&resolved)) return *why;
   Setup setup;
   setup.o = options;
-  setup.o.world = std::get<WorldSizes>(world);
-  setup.model_name = model.name;
-  setup.inventory = std::move(model.params);
-  setup.num_layers = model.num_layers;
-  setup.num_experts = model.num_experts;
+  setup.world = std::move(std::get<ResolvedWorld>(resolved));
+  setup.o.world = setup.world.sizes;
   setup.behaviour = *sut::behaviour_by_name(options.variants.front());
-  setup.device = sut::pick_device();
-  if (options.device == "cpu") setup.device = torch::Device(torch::kCPU);
-  if (options.device == "cuda" && !setup.device.is_cuda()) {
-    return "--device=cuda but " + sut::cpu_fallback_reason();
-  }
   return setup;
-}
-
-// The instances of `spec` present on a rank (dense, then expert when the stage holds experts).
-std::vector<model::Instance> instances_of(const model::CaseSpec& spec) {
-  std::vector<model::Instance> out;
-  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
-    if (model::instance_present(spec, inst)) out.push_back(inst);
-  }
-  return out;
-}
-
-// The case parameters of `inst`, in case order (the rig's port parameters).
-std::vector<int> case_params_of(const model::CaseSpec& spec, model::Instance inst) {
-  std::vector<int> out;
-  for (int p = 0; p < static_cast<int>(spec.params.size()); ++p) {
-    if (spec.params[p].is_expert == (inst == model::Instance::kExpert)) out.push_back(p);
-  }
-  return out;
-}
-
-// FNV-1a over the fp32 bits of every parameter, in case order.
-uint64_t digest_params(const std::vector<std::vector<float>>& full) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const auto& v : full) {
-    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-    for (size_t k = 0; k < v.size() * sizeof(float); ++k) h = (h ^ p[k]) * 0x100000001b3ull;
-  }
-  return h;
 }
 
 std::string hex(uint64_t value) {
@@ -127,14 +82,6 @@ std::string hex(uint64_t value) {
   return buf;
 }
 
-std::string construction_outcome(const model::CaseSpec& spec, const RankObservation& obs) {
-  if (!obs.error) return "OK";
-  std::string s = obs.error_type + ": " + *obs.error;
-  if (obs.failing_param >= 0) s += " (first: " + spec.params[obs.failing_param].name + ")";
-  return s;
-}
-
-// Writes one line in a single call, so that lines of different ranks do not interleave.
 void emit(std::ostream& os, const std::string& line) {
   os.write(line.data(), static_cast<std::streamsize>(line.size()));
   os.put('\n');
@@ -168,93 +115,23 @@ std::optional<std::string> check_multi_process_options(const CliOptions& options
   return std::nullopt;
 }
 
-namespace {
-
-// What the in-process mode holds after each step of one stage and EP rank.
-struct StageDigests {
-  std::vector<uint64_t> params;  // [step]: the assembled full parameters
-  // [step][member]: RankRig::digest of the dense instance at DP rank d (member d), then of the
-  // expert instance at expert-DP rank e (member dp + e)
-  std::vector<std::vector<uint64_t>> state;
-};
-
-// The in-process mode for one stage and EP rank: the dense instance at every DP rank and the
-// expert instance at every expert-DP rank (dp / ep of them), stepped together; the digest of
-// the assembled parameters and of every rig's owned pieces and optimizer state after each step.
-std::variant<StageDigests, std::string> stage_digests(const Setup& setup, int stage, int ep_rank) {
-  const CliOptions& o = setup.o;
-  const model::CaseSpec c =
-      main_job_case(o, setup.inventory, setup.num_layers, setup.num_experts, stage, ep_rank);
-  struct Member {
-    model::Instance inst;
-    std::vector<int> case_params;
-    std::unique_ptr<RankRig> rig;
-  };
-  std::vector<Member> members;
-  for (model::Instance inst : instances_of(c)) {
-    const int size = static_cast<int>(model::instance_dp(c, inst));
-    for (int d = 0; d < size; ++d) {
-      auto rig = std::make_unique<RankRig>(c, inst, d, setup.behaviour, setup.device, o.seed);
-      if (rig->construction().error) {
-        return "in-process " + std::string(inst == model::Instance::kExpert ? "expert-DP" : "DP") +
-               " rank " + std::to_string(d) + " of stage " + std::to_string(stage) + ": " +
-               construction_outcome(c, rig->construction());
-      }
-      members.push_back(Member{inst, case_params_of(c, inst), std::move(rig)});
-    }
-  }
-  StageDigests out;
-  for (int k = 0; k < o.steps; ++k) {
-    const model::StepInputs in = main_job_step(c, o.seed, k);
-    out.state.emplace_back(static_cast<size_t>(o.world.dp + o.world.dp / o.world.ep), 0);
-    int dense = 0, expert = 0;
-    for (Member& m : members) {
-      m.rig->step(in);
-      const bool is_expert = m.inst == model::Instance::kExpert;
-      out.state.back()[is_expert ? o.world.dp + expert++ : dense++] = m.rig->digest();
-    }
-    std::vector<std::vector<float>> full(c.params.size());
-    std::vector<std::vector<char>> covered(c.params.size());
-    for (size_t p = 0; p < c.params.size(); ++p) {
-      full[p].assign(static_cast<size_t>(c.params[p].numel()), 0.0f);
-      covered[p].assign(full[p].size(), 0);
-    }
-    for (Member& m : members) {
-      const std::vector<std::vector<float>> values = m.rig->model_values();
-      for (const auto& buffer : m.rig->construction().ranges) {
-        for (const auto& bucket : buffer.buckets) {
-          for (const auto& pr : bucket.param_map) {
-            const auto port = std::find(m.case_params.begin(), m.case_params.end(), pr.param) -
-                              m.case_params.begin();
-            for (int64_t e = pr.param_range.start; e < pr.param_range.end; ++e) {
-              full[pr.param][e] = values[port][e];
-              ++covered[pr.param][e];
-            }
-          }
-        }
-      }
-    }
-    for (size_t p = 0; p < c.params.size(); ++p) {
-      for (char n : covered[p]) {
-        if (n != 1) return "in-process pieces do not tile " + c.params[p].name;
-      }
-    }
-    out.params.push_back(digest_params(full));
-  }
-  return out;
-}
-
-}  // namespace
-
-std::variant<std::vector<uint64_t>, std::string> in_process_param_digests(const CliOptions& options,
-                                                                          int rank) {
+std::variant<std::vector<std::vector<uint64_t>>, std::string> in_process_param_digests(
+    const CliOptions& options) {
   auto setup_or = prepare(options);
   if (auto* why = std::get_if<std::string>(&setup_or)) return *why;
   const Setup& setup = std::get<Setup>(setup_or);
-  const int dp = setup.o.world.dp;
-  auto digests = stage_digests(setup, rank / dp, (rank % dp) % setup.o.world.ep);
-  if (auto* why = std::get_if<std::string>(&digests)) return *why;
-  return std::get<StageDigests>(digests).params;
+  const WorldSizes& w = setup.o.world;
+  std::vector<std::vector<uint64_t>> by_rank(static_cast<size_t>(w.pp * w.dp));
+  for (int stage = 0; stage < w.pp; ++stage) {
+    for (int ep_rank = 0; ep_rank < w.ep; ++ep_rank) {
+      auto digests = stage_digests(setup.o, setup.world, setup.behaviour, stage, ep_rank);
+      if (auto* why = std::get_if<std::string>(&digests)) return *why;
+      for (int d = ep_rank; d < w.dp; d += w.ep) {
+        by_rank[static_cast<size_t>(stage * w.dp + d)] = std::get<StageDigests>(digests).params;
+      }
+    }
+  }
+  return by_rank;
 }
 
 namespace {
@@ -299,8 +176,8 @@ Worker make_worker(const Env& env, int world, Setup setup) {
               " dp " + std::to_string(worker.dp_rank) +
               (worker.ep > 1 ? " ep " + std::to_string(worker.ep_rank) : std::string());
 #if SC_TORCH_CUDA
-  if (worker.setup.device.is_cuda()) {
-    worker.setup.device =
+  if (worker.setup.world.device.is_cuda()) {
+    worker.setup.world.device =
         torch::Device(torch::kCUDA, static_cast<int>(env.local_rank % torch::cuda::device_count()));
   }
 #endif
@@ -337,8 +214,10 @@ int finish(const Worker& worker, Rendezvous& rendezvous, int status) {
 struct RankInstance {
   model::Instance inst;
   int rank = 0, size = 1;  // in its DP group: dense DP, or expert DP
-  std::unique_ptr<RankRig> rig;
+  std::unique_ptr<JobRank> port;
   std::vector<int> params;  // case parameters, in the rig's order
+
+  RankRig& rig() const { return port->rig(); }
   DpGroup* group = nullptr;
 };
 
@@ -353,10 +232,10 @@ std::vector<RankInstance> build_instances(const Worker& worker, const model::Cas
     const bool expert = inst == model::Instance::kExpert;
     i.rank = expert ? worker.edp_rank : worker.dp_rank;
     i.size = expert ? worker.expert_dp : worker.dp;
-    i.rig = std::make_unique<RankRig>(spec, inst, i.rank, worker.setup.behaviour,
-                                      worker.setup.device, worker.options().seed);
-    i.params = case_params_of(spec, inst);
-    if (outcome == "OK") outcome = construction_outcome(spec, i.rig->construction());
+    i.port = std::make_unique<JobRank>(spec, inst, i.rank, worker.setup.behaviour,
+                                       worker.setup.world.device, worker.options().seed);
+    i.params = i.port->case_params();
+    if (outcome == "OK") outcome = i.port->outcome();
     instances.push_back(std::move(i));
   }
   return instances;
@@ -400,7 +279,7 @@ std::unique_ptr<DpGroup> make_group(const Worker& worker, const Rendezvous& rend
   group->timeout_s = worker.options().collective_timeout_s;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(rendezvous.run + key, rendezvous.store);
 #if SC_TORCH_CUDA
-  if (worker.setup.device.is_cuda()) {
+  if (worker.setup.world.device.is_cuda()) {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = worker.timeout;
     group->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
@@ -490,14 +369,14 @@ std::vector<std::vector<float>> local_grads(const Worker& worker, const RankInst
 // strike here).
 void step_instance(const Worker& worker, RankInstance& instance, const model::StepInputs& in,
                    int step, std::ostream& err) {
-  instance.rig->write_main_grads(local_grads(worker, instance, in));
-  const auto buffers = instance.rig->buffers();
+  instance.rig().write_main_grads(local_grads(worker, instance, in));
+  const auto buffers = instance.rig().buffers();
   for (size_t b = 0; b < buffers.size(); ++b) {
     for (size_t u = 0; u < buffers[b]->buckets().size(); ++u) {
       reduce_scatter(*instance.group, buffers[b]->buckets()[u].grad_data, bucket_name(step, b, u));
     }
   }
-  instance.rig->step_with_main_grads(in);
+  instance.rig().step_with_main_grads(in);
   if (step == 0 && worker.fault_here("die")) {
     // Mid-step: its DP group has reduced the grads and waits for its all-gather.
     emit(err, worker.me + ": killing itself with SIGKILL mid-step (--fault=die)");
@@ -522,7 +401,7 @@ ParamDigests param_digests(const model::CaseSpec& spec,
                            const std::vector<RankInstance>& instances) {
   std::vector<std::vector<float>> full(spec.params.size()), dense;
   for (const RankInstance& i : instances) {
-    auto values = i.rig->model_values();
+    auto values = i.rig().model_values();
     for (size_t j = 0; j < values.size(); ++j) {
       if (i.inst == model::Instance::kDense) dense.push_back(values[j]);
       full[i.params[j]] = std::move(values[j]);
@@ -578,7 +457,7 @@ std::string in_process_problem(const Worker& worker, const std::vector<RankInsta
   for (const RankInstance& i : instances) {
     const bool is_expert = i.inst == model::Instance::kExpert;
     const uint64_t want = expected.state[step][is_expert ? worker.dp + i.rank : i.rank];
-    const uint64_t got = i.rig->digest();
+    const uint64_t got = i.rig().digest();
     if (got != want) {
       return after + " the optimizer state of its " + (is_expert ? "expert" : "dense") +
              " instance (owned pieces, main params, " + "moments: " + hex(got) +
@@ -630,15 +509,14 @@ int run_rank(const Worker& worker, std::ostream& out, std::ostream& err) {
   Rendezvous rendezvous{
       connect_store(worker.env, worker.timeout, worker.options().collective_timeout_s),
       "shardcheck/" + std::to_string(o.seed) + "/"};
-  const model::CaseSpec spec = main_job_case(o, setup.inventory, setup.num_layers,
-                                             setup.num_experts, worker.stage, worker.ep_rank);
+  const model::CaseSpec spec = setup.world.stage_case(o, worker.stage, worker.ep_rank);
   std::string outcome;
   std::vector<RankInstance> instances = build_instances(worker, spec, outcome);
   // The in-process mode's digests, computed before the first collective so that its time
   // does not count against the collective timeout.
   StageDigests expected;
   if (outcome == "OK") {
-    auto digests = stage_digests(setup, worker.stage, worker.ep_rank);
+    auto digests = stage_digests(o, setup.world, setup.behaviour, worker.stage, worker.ep_rank);
     if (auto* why = std::get_if<std::string>(&digests)) throw std::runtime_error(*why);
     expected = std::get<StageDigests>(digests);
   }
@@ -698,7 +576,7 @@ std::vector<std::string> rank_args(const std::vector<std::string>& args) {
 std::string launcher_header(const CliOptions& options, const Setup& setup, const LaunchSpec& spec) {
   std::ostringstream header;
   const WorldSizes& w = setup.o.world;
-  header << "SEED=" << options.seed << " model=" << setup.model_name
+  header << "SEED=" << options.seed << " model=" << setup.world.model.name
          << (options.model_file.empty() ? "" : " model_file=" + options.model_file)
          << " scale=" << (options.scale > 0 ? options.scale : 64)
          << " mode=multi-process processes=" << options.processes << " pp=" << w.pp
@@ -709,7 +587,7 @@ std::string launcher_header(const CliOptions& options, const Setup& setup, const
          << " offload=" << (options.offload ? "on" : "off")
          << " offload_fraction=" << options.offload_fraction
          << " precision_aware=" << (options.precision_aware ? "on" : "off")
-         << " device=" << (setup.device.is_cuda() ? "cuda backend=nccl" : "cpu backend=gloo")
+         << " device=" << (setup.world.device.is_cuda() ? "cuda backend=nccl" : "cpu backend=gloo")
          << " variant=" << options.variants.front() << " master=" << spec.master_addr << ":"
          << spec.master_port << " collective_timeout=" << options.collective_timeout_s << "s";
   if (!options.fault.empty()) {

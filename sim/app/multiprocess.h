@@ -33,12 +33,12 @@ float grad_part(float grad, int rank, int ranks);
 // else the message (exit status 2).
 std::optional<std::string> check_multi_process_options(const CliOptions& options);
 
-// The FNV-1a digests of the full parameters of `rank` after each step of the in-process mode
-// (DP ranks of its stage built and stepped in this process, each parameter assembled from the
-// pieces their owners updated); or the construction error of the first rank that fails.
-std::variant<std::vector<uint64_t>, std::string> in_process_param_digests(const CliOptions& options,
-                                                                          int rank);
-
+// The FNV-1a digests of the full parameters of every rank after each step of the in-process
+// mode ([rank][step]; each stage's DP ranks built and stepped in this process, each parameter
+// assembled from the pieces their owners updated), the world resolved once; or the construction
+// error of the first rank that fails.
+std::variant<std::vector<std::vector<uint64_t>>, std::string> in_process_param_digests(
+    const CliOptions& options);
 // --processes=N: starts N ranks of this very binary on 127.0.0.1 and waits for them; the exit
 // status is 0 when every rank passed, 1 when one failed or the timeout passed, 2 on bad input.
 int run_local_launcher(const CliOptions& options, std::ostream& out, std::ostream& err);
