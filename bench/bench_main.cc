@@ -49,8 +49,8 @@ int main(int argc, char** argv) {
                               std::to_string(sc::bench::load_average_1m()));
   sc::bench::register_property_benchmarks();
   // Google Benchmark reads only `--name=value`; the project's convention takes `--name value`.
-  std::vector<std::string> args = sc::sim::joined_value_flags(
-      std::vector<std::string>(argv, argv + argc), sc::sim::kGoogleBenchmarkValueFlags);
+  std::vector<std::string> args = sc::input::joined_value_flags(
+      std::vector<std::string>(argv, argv + argc), sc::input::kGoogleBenchmarkValueFlags);
   std::vector<char*> pointers;
   for (std::string& arg : args) pointers.push_back(arg.data());
   int count = static_cast<int>(pointers.size());

@@ -145,7 +145,7 @@ void set_limit_counters(benchmark::State& state, std::vector<double> seconds,
 }
 
 std::vector<int64_t> realistic_shard_sizes(int64_t total) {
-  const auto inventory = sc::sim::build_inventory("dsv4-flash", 16);
+  const auto inventory = sc::input::build_inventory("dsv4-flash", 16);
   std::vector<int64_t> out;
   int64_t sum = 0;
   while (sum < total) {

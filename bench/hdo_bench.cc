@@ -143,10 +143,10 @@ sc::model::CaseSpec megatron_shard_case(double fraction, bool overlap) {
 }
 
 // fp32 values U(-bound, bound) for every parameter of `spec`, from a fixed seed.
-sc::sim::ParamValues uniform_values(const sc::model::CaseSpec& spec, float bound) {
+sc::rig::ParamValues uniform_values(const sc::model::CaseSpec& spec, float bound) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-bound, bound);
-  sc::sim::ParamValues out;
+  sc::rig::ParamValues out;
   for (const auto& p : spec.params) {
     out.emplace_back(p.numel());
     for (float& x : out.back()) x = u(rng);
@@ -174,13 +174,13 @@ void BM_MegatronHdoStep(benchmark::State& state) {
   }
   const auto spec =
       megatron_shard_case(static_cast<double>(state.range(0)) / 100.0, state.range(1) != 0);
-  sc::sim::MegatronStepTimes times;
+  sc::rig::MegatronStepTimes times;
   try {
-    auto rank = sc::sim::make_megatron_rank({tree, false}, spec, sc::model::Instance::kDense, 0,
+    auto rank = sc::rig::make_megatron_rank({tree, false}, spec, sc::model::Instance::kDense, 0,
                                             uniform_values(spec, 1.0f));
     if (rank->construction().error) throw std::runtime_error(*rank->construction().error);
     rank->step({uniform_values(spec, 1e-2f), {sc::model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.01}}});
-    times = sc::sim::time_megatron_steps(*rank, kMegatronSteps);
+    times = sc::rig::time_megatron_steps(*rank, kMegatronSteps);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;

@@ -13,15 +13,15 @@ namespace {
 // The model's layout plus every rank's plan for one DeepSeek-V4-Flash pipeline stage at full
 // size (scale 1), dp from the argument.
 void BM_ModelLayout_Dsv4FlashStage(benchmark::State& state) {
-  const auto inventory = sc::sim::build_inventory("dsv4-flash", 1);
-  sc::sim::WorldSizes w;
+  const auto inventory = sc::input::build_inventory("dsv4-flash", 1);
+  sc::input::WorldSizes w;
   w.pp = 8;
   w.vpp = 3;
   w.ep = 4;
   w.dp = static_cast<int>(state.range(0));
-  w.pipeline_layout = sc::sim::kDsv4FlashLayout;  // 43 layers split no other way over PP 8
+  w.pipeline_layout = sc::input::kDsv4FlashLayout;  // 43 layers split no other way over PP 8
   sc::model::CaseSpec c;
-  c.params = sc::sim::stage_params(inventory->first, w, inventory->second, 3, 0, 256);
+  c.params = sc::input::stage_params(inventory->first, w, inventory->second, 3, 0, 256);
   c.dp = w.dp;
   c.expert_dp = w.dp / w.ep;
   int64_t elements = 0;
@@ -41,13 +41,13 @@ BENCHMARK(BM_ModelLayout_Dsv4FlashStage)->Arg(4)->Arg(16)->Arg(64);
 // and expert-parallel rank (PP 8, VPP 3, EP 4, DP from the argument), each with its layout and
 // the plan of every DP rank of both instances. Peak heap: the most live at once.
 void BM_ModelLayout_Dsv4FlashWorld(benchmark::State& state) {
-  const auto inventory = sc::sim::build_inventory("dsv4-flash", 1);
-  sc::sim::WorldSizes w;
+  const auto inventory = sc::input::build_inventory("dsv4-flash", 1);
+  sc::input::WorldSizes w;
   w.pp = 8;
   w.vpp = 3;
   w.ep = 4;
   w.dp = static_cast<int>(state.range(0));
-  w.pipeline_layout = sc::sim::kDsv4FlashLayout;
+  w.pipeline_layout = sc::input::kDsv4FlashLayout;
   int64_t params = 0, elements = 0;
   const int64_t live0 = sc::bench::heap_live_bytes();
   sc::bench::reset_heap_peak();
@@ -57,7 +57,7 @@ void BM_ModelLayout_Dsv4FlashWorld(benchmark::State& state) {
       for (int ep_rank = 0; ep_rank < w.ep; ++ep_rank) {
         sc::model::CaseSpec c;
         c.params =
-            sc::sim::stage_params(inventory->first, w, inventory->second, stage, ep_rank, 256);
+            sc::input::stage_params(inventory->first, w, inventory->second, stage, ep_rank, 256);
         c.dp = w.dp;
         c.expert_dp = w.dp / w.ep;
         for (const auto& p : c.params) elements += p.numel();

@@ -19,8 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (args.size() > 64) return 0;  // a command line, not a file
-  auto parsed = sc::sim::parse_cli(args);
-  if (auto* o = std::get_if<sc::sim::CliOptions>(&parsed)) {
+  auto parsed = sc::app::parse_cli(args);
+  if (auto* o = std::get_if<sc::app::CliOptions>(&parsed)) {
     if (o->world.pp < 1 || o->world.dp < 1 || o->world.ep < 1 || o->world.vpp < 1 ||
         o->world.tp < 1 || o->offload_fraction < 0 || o->offload_fraction > 1 ||
         o->variants.empty() || o->args != args) {

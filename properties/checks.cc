@@ -187,7 +187,7 @@ Violation check_layout_rules(const model::CaseSpec& spec,
   return std::nullopt;
 }
 
-Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& obs) {
+Violation check_ranges(const model::RankPlan& plan, const rig::RankObservation& obs) {
   if (plan.ranges.size() != obs.ranges.size()) {
     return str(where(plan), ": ", tested_side(), " has ", obs.ranges.size(), " buffers, model ",
                plan.ranges.size());
@@ -228,7 +228,7 @@ Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& 
 }
 
 Violation check_installed(const model::CaseSpec& spec, const model::RankPlan& plan,
-                          const sim::RankObservation& obs) {
+                          const rig::RankObservation& obs) {
   if (plan.groups.size() != obs.groups.size()) {
     return str(where(plan), ": ", tested_side(), " has ", obs.groups.size(), " groups, model ",
                plan.groups.size());
@@ -242,7 +242,7 @@ Violation check_installed(const model::CaseSpec& spec, const model::RankPlan& pl
     }
     for (size_t i = 0; i < want.size(); ++i) {
       const model::ShardEntry& w = want[i];
-      const sim::ObservedTensor& h = have[i];
+      const rig::ObservedTensor& h = have[i];
       const std::string at =
           str(where(plan), " group ", g, " position ", i, " (", spec.params[w.param].name, "): ");
       if (h.param != w.param) return str(at, "holds a piece of ", spec.params[h.param].name);
@@ -282,14 +282,14 @@ Violation check_installed(const model::CaseSpec& spec, const model::RankPlan& pl
   return std::nullopt;
 }
 
-Violation check_constructed(const sim::RankObservation& obs) {
+Violation check_constructed(const rig::RankObservation& obs) {
   if (!obs.error) return std::nullopt;
   return str(obs.instance == model::Instance::kExpert ? "expert" : "dense", " rank ", obs.rank,
              ": construction failed: ", obs.error_type, ": ", *obs.error);
 }
 
 Violation check_failing_ranks(const std::vector<int64_t>& predicted,
-                              const std::vector<sim::RankObservation>& observed) {
+                              const std::vector<rig::RankObservation>& observed) {
   std::vector<int64_t> failed;
   for (const auto& o : observed) {
     if (!o.error) continue;

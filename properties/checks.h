@@ -25,17 +25,17 @@ Violation check_ownership(const model::CaseSpec& spec, const std::vector<model::
 Violation check_layout_rules(const model::CaseSpec& spec,
                              const std::vector<model::BufferLayout>& ls);
 // The port's ranges equal the model's on this rank.
-Violation check_ranges(const model::RankPlan& plan, const sim::RankObservation& obs);
+Violation check_ranges(const model::RankPlan& plan, const rig::RankObservation& obs);
 // Every installed tensor is a leaf with the plan's param, size, dtype, aliasing, offset and main
 // param; the index map is the plan's; the final optimizer holds exactly these tensors.
 Violation check_installed(const model::CaseSpec& spec, const model::RankPlan& plan,
-                          const sim::RankObservation& obs);
+                          const rig::RankObservation& obs);
 // Construction succeeded.
-Violation check_constructed(const sim::RankObservation& obs);
+Violation check_constructed(const rig::RankObservation& obs);
 // The ranks whose construction failed are exactly `predicted` (both sorted ascending), and each
 // failure is the leaf check's.
 Violation check_failing_ranks(const std::vector<int64_t>& predicted,
-                              const std::vector<sim::RankObservation>& observed);
+                              const std::vector<rig::RankObservation>& observed);
 // The offload plans at fractions lo <= hi: each offloads a prefix (in group, position order)
 // that is the shortest one whose numel reaches fraction * total; the prefix at lo is no longer
 // than at hi; fraction 0 offloads nothing and 1 everything.

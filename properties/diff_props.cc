@@ -17,12 +17,11 @@ void run_diff_property(const model::CaseSpec& spec, const sut::Behaviour& behavi
   tag_coverage(spec);
   for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
     if (!model::instance_present(spec, inst)) continue;
-    std::vector<sim::RankObservation> observed;
+    std::vector<rig::RankObservation> observed;
     for (int64_t r : ranks_to_check(spec, layouts, inst)) {
       const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
-      sim::RankObservation obs =
-          sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/r)
-              ->construction();
+      rig::RankObservation obs =
+          rig::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/r)->construction();
       Violation v;
       switch (claim) {
         case DiffClaim::kRanges:

@@ -34,7 +34,7 @@ void run_fused_adam_property(const sut::Behaviour& behaviour) {
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
   RC_CLASSIFY(!sizes.empty() && sizes.back() == 0, "last tensor empty");
   RC_CLASSIFY(sizes.size() > 64, "more than one launch");
-  sim::SplitMix64 rng(seed);
+  rig::SplitMix64 rng(seed);
   std::vector<torch::Tensor> params;
   std::vector<std::vector<float>> want;
   for (int64_t n : sizes) {

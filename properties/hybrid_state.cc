@@ -45,8 +45,8 @@ struct HybridSut {
   model::Instance instance = model::Instance::kDense;
   int64_t rank = 0;
   sut::Behaviour behaviour;
-  std::unique_ptr<sim::RankUnderTest> rig;
-  std::optional<sim::Checkpoint> checkpoint;
+  std::unique_ptr<rig::RankUnderTest> rig;
+  std::optional<rig::Checkpoint> checkpoint;
   uint64_t rebuilds = 0;
 };
 
@@ -156,7 +156,7 @@ struct RebuildAndLoadState : StateCmd {
   void checkPreconditions(const HybridModel& m) const override { RC_PRE(m.has_saved); }
   void apply(HybridModel& m) const override { m.ref = m.saved; }
   void run(const HybridModel& m, HybridSut& s) const override {
-    s.rig = sim::build_rank(target_for(s.behaviour), *m.c, s.instance, s.rank, 5000 + ++s.rebuilds);
+    s.rig = rig::build_rank(target_for(s.behaviour), *m.c, s.instance, s.rank, 5000 + ++s.rebuilds);
     RC_ASSERT(!s.rig->construction().error);
     s.rig->load(*s.checkpoint);
     expect_model_equal(nextState(m), s,
@@ -235,7 +235,7 @@ CaseInputs draw_hybrid_state_case() {
 void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behaviour) {
   RC_ASSERT(in.c.cpu_offload);
   RC_ASSERT(in.rank >= 0 && in.rank < in.c.dp);
-  const auto kernels = sim::torch_cpu_kernels();
+  const auto kernels = rig::torch_cpu_kernels();
   RC_ASSERT(kernels.has_value());
   auto c = std::make_shared<const model::CaseSpec>(in.c);
   const auto layouts = model::full_param_layout(*c);
@@ -244,7 +244,7 @@ void check_hybrid_state_case(const CaseInputs& in, const sut::Behaviour& behavio
   HybridSut s;
   s.rank = in.rank;
   s.behaviour = behaviour;
-  s.rig = sim::build_rank(target_for(behaviour), *c, model::Instance::kDense, in.rank, 77);
+  s.rig = rig::build_rank(target_for(behaviour), *c, model::Instance::kDense, in.rank, 77);
   RC_ASSERT(!s.rig->construction().error);
   HybridModel m;
   m.c = c;

@@ -48,39 +48,40 @@ struct Options {
 };
 
 // --max-success=N, N above 0.
-std::optional<std::string> apply_max_success(const sc::sim::OptionArg& arg, Options& options) {
-  const auto n = sc::sim::parse_integer(arg.value, 1, INT32_MAX);
+std::optional<std::string> apply_max_success(const sc::input::OptionArg& arg, Options& options) {
+  const auto n = sc::input::parse_integer(arg.value, 1, INT32_MAX);
   if (!n) return arg.bad("expected a number above 0");
   options.max_success = static_cast<uint64_t>(*n);
   return std::nullopt;
 }
 
 // --seed=N.
-std::optional<std::string> apply_seed(const sc::sim::OptionArg& arg, Options& options) {
-  const auto n = sc::sim::parse_unsigned(arg.value);
+std::optional<std::string> apply_seed(const sc::input::OptionArg& arg, Options& options) {
+  const auto n = sc::input::parse_unsigned(arg.value);
   if (!n) return arg.bad("expected a number");
   options.seed = *n;
   return std::nullopt;
 }
 
 // The options of shardcheck-mutants, in the order of its usage text.
-const sc::sim::Option<Options> kOptions[] = {
-    {"only", "NAME", "one mutant (default: every mutant)", sc::sim::set_text<Options, &Options::only>},
+const sc::input::Option<Options> kOptions[] = {
+    {"only", "NAME", "one mutant (default: every mutant)",
+     sc::input::set_text<Options, &Options::only>},
     {"max-success", "N", "cases per property and mutant (200)", apply_max_success},
     {"seed", "N", "RapidCheck's seed (1)", apply_seed},
     {"json", nullptr, "one JSON object instead of the table",
-     sc::sim::set_flag<Options, &Options::json>},
+     sc::input::set_flag<Options, &Options::json>},
 };
 
 const std::string kUsage =
     "usage: shardcheck-mutants [--only=NAME] [--max-success=N] [--seed=N] [--json]\n" +
-    sc::sim::option_help(sc::sim::texts_of(kOptions), {19, '='}) +
+    sc::input::option_help(sc::input::texts_of(kOptions), {19, '='}) +
     "Options taking a value also accept it as the next argument (--only MEG-01).\n"
     "Exit status: 0 every mutant killed, 1 one survived, 2 bad arguments.\n";
 
 int bad_input(const std::string& why) {
   std::cerr << "shardcheck-mutants: " << why << "\n" << kUsage;
-  return sc::sim::kExitBadInput;
+  return sc::input::kExitBadInput;
 }
 
 // The variant properties in the order they are tried against `mutant`: those that name it among
@@ -165,10 +166,10 @@ void print_table(const std::vector<Outcome>& outcomes, size_t killed, double sco
 std::variant<Options, int> parse(const std::vector<std::string>& args) {
   Options options;
   bool help = false;
-  if (auto why = sc::sim::apply_args(args, kOptions, options, help)) return bad_input(*why);
+  if (auto why = sc::input::apply_args(args, kOptions, options, help)) return bad_input(*why);
   if (help) {
     std::cout << kUsage;
-    return sc::sim::kExitOk;
+    return sc::input::kExitOk;
   }
   return options;
 }
@@ -194,5 +195,5 @@ int main(int argc, char** argv) {
   } else {
     print_table(outcomes, killed, score, options);
   }
-  return killed == outcomes.size() ? sc::sim::kExitOk : sc::sim::kExitCheckFailed;
+  return killed == outcomes.size() ? sc::input::kExitOk : sc::input::kExitCheckFailed;
 }

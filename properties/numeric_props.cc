@@ -31,11 +31,10 @@ template <typename F>
 void for_rig_pairs(const model::CaseSpec& c, const model::CaseSpec& x, const model::CaseSpec& y,
                    uint64_t y_seed_offset, const sut::Behaviour& b, F f) {
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    const auto a_rank = sim::build_rank(target_for(b), x, inst, r, 1000 + r);
-    const auto z_rank =
-        sim::build_rank(target_for(b), y, inst, r, 1000 + y_seed_offset + r);
-    sim::RankUnderTest& a = *a_rank;
-    sim::RankUnderTest& z = *z_rank;
+    const auto a_rank = rig::build_rank(target_for(b), x, inst, r, 1000 + r);
+    const auto z_rank = rig::build_rank(target_for(b), y, inst, r, 1000 + y_seed_offset + r);
+    rig::RankUnderTest& a = *a_rank;
+    rig::RankUnderTest& z = *z_rank;
     check(check_constructed(a.construction()), b);
     check(check_constructed(z.construction()), b);
     f(a, z, model::plan_rank(c, layouts, inst, r));
@@ -45,7 +44,7 @@ void for_rig_pairs(const model::CaseSpec& c, const model::CaseSpec& x, const mod
 // Runs steps [split, end) of `s` on `a` (uninterrupted) and `z` (resumed) and, after each step,
 // calls f(g, i, name) for every installed entry of `plan`.
 template <typename F>
-void continue_both(sim::RankUnderTest& a, sim::RankUnderTest& z, const model::CaseSpec& c,
+void continue_both(rig::RankUnderTest& a, rig::RankUnderTest& z, const model::CaseSpec& c,
                    const gen::Schedule& s, size_t split, const model::RankPlan& plan, F f) {
   for (size_t k = split; k < s.steps.size(); ++k) {
     const model::StepInputs in = gen::materialise(c, s.steps[k]);
@@ -72,12 +71,12 @@ void classify(const model::CaseSpec& c, const gen::Schedule& s) {
 
 // The hybrid optimizer's placement of every installed tensor against the offload plan.
 void check_placement(const model::CaseSpec& c, const model::RankPlan& plan,
-                     const model::RankReference& ref, const sim::RankUnderTest& rig,
+                     const model::RankReference& ref, const rig::RankUnderTest& rig,
                      const sut::Behaviour& b) {
   const model::OffloadPlan& want = ref.offload_plan();
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-      const sim::ObservedPlacement got = rig.placement(g, i);
+      const rig::ObservedPlacement got = rig.placement(g, i);
       const model::HdoPlacement& w = want.placements[g][i];
       const bool same = got.offloaded == w.offloaded && got.fp32_copy == w.fp32_copy &&
                         got.host_pinned == w.host_pinned && got.cpu_optimizer == w.cpu_optimizer;
@@ -102,7 +101,7 @@ void check_placement(const model::CaseSpec& c, const model::RankPlan& plan,
 // The model predicts that the optimizer refuses the first step with `want`: the port must raise
 // exactly that.
 void check_step_refused(const model::CaseSpec& c, const gen::Schedule& s, const std::string& want,
-                        sim::RankUnderTest& rig, const sut::Behaviour& b) {
+                        rig::RankUnderTest& rig, const sut::Behaviour& b) {
   RC_TAG("step refused");
   const std::string raised = step_outcome(rig, gen::materialise(c, s.steps.front()));
   Violation v;
@@ -118,13 +117,13 @@ void check_step_refused(const model::CaseSpec& c, const gen::Schedule& s, const 
 
 void run_numeric_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
                           const sut::Behaviour& behaviour, NumericClaim claim,
-                          const sim::StreamSchedule& streams) {
+                          const rig::StreamSchedule& streams) {
   classify(spec, schedule);
   const model::TorchCpuKernels kernels = torch_kernels();
   for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r,
+    const auto owned = rig::build_rank(target_for(behaviour), spec, inst, r,
                                        /*seed=*/1000 + r, streams);
-    sim::RankUnderTest& rig = *owned;
+    rig::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), behaviour);
     const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
     model::RankReference ref(spec, plan, rig.initial_values(), kernels, device().is_cuda());
@@ -156,35 +155,36 @@ void run_offload_invariance(const model::CaseSpec& spec, const gen::Schedule& sc
   other.offload_fraction = other_fraction;
   RC_CLASSIFY(spec.precision_aware, "precision-aware");
   const double lr_max = gen::max_lr(schedule);
-  for_rig_pairs(spec, spec, other, 0, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
-                                                    const model::RankPlan& plan) {
-    for (size_t k = 0; k < schedule.steps.size(); ++k) {
-      const model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
-      a.step(in);
-      z.step(in);
-    }
-    for (size_t g = 0; g < plan.groups.size(); ++g) {
-      for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-        const model::DType dt = spec.params[plan.groups[g].installed[i].param].dtype;
-        const std::vector<float> x = a.model_piece(g, i), y = z.model_piece(g, i);
-        for (size_t e = 0; e < x.size(); ++e) {
-          const int steps = static_cast<int>(schedule.steps.size());
-          const double tol =
-              dt == model::DType::kFloat32
-                  ? tol::op_order_fp32(x[e], lr_max, steps)
-                  : tol::op_order_16bit(x[e], lr_max, steps, dt == model::DType::kBFloat16 ? 7 : 10);
-          if (!(std::fabs(static_cast<double>(x[e]) - y[e]) <= tol)) {
-            std::ostringstream os;
-            os.precision(9);
-            os << entry_name(spec, plan, g, i, steps) << " element " << e << ": fraction "
-               << spec.offload_fraction << " gives " << x[e] << ", fraction " << other_fraction
-               << " gives " << y[e] << " (tolerance " << tol << ")";
-            check(os.str(), behaviour);
+  for_rig_pairs(
+      spec, spec, other, 0, behaviour,
+      [&](rig::RankUnderTest& a, rig::RankUnderTest& z, const model::RankPlan& plan) {
+        for (size_t k = 0; k < schedule.steps.size(); ++k) {
+          const model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
+          a.step(in);
+          z.step(in);
+        }
+        for (size_t g = 0; g < plan.groups.size(); ++g) {
+          for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+            const model::DType dt = spec.params[plan.groups[g].installed[i].param].dtype;
+            const std::vector<float> x = a.model_piece(g, i), y = z.model_piece(g, i);
+            for (size_t e = 0; e < x.size(); ++e) {
+              const int steps = static_cast<int>(schedule.steps.size());
+              const double tol = dt == model::DType::kFloat32
+                                     ? tol::op_order_fp32(x[e], lr_max, steps)
+                                     : tol::op_order_16bit(x[e], lr_max, steps,
+                                                           dt == model::DType::kBFloat16 ? 7 : 10);
+              if (!(std::fabs(static_cast<double>(x[e]) - y[e]) <= tol)) {
+                std::ostringstream os;
+                os.precision(9);
+                os << entry_name(spec, plan, g, i, steps) << " element " << e << ": fraction "
+                   << spec.offload_fraction << " gives " << x[e] << ", fraction " << other_fraction
+                   << " gives " << y[e] << " (tolerance " << tol << ")";
+                check(os.str(), behaviour);
+              }
+            }
           }
         }
-      }
-    }
-  });
+      });
 }
 
 void run_hdo_against_plain(const model::CaseSpec& spec, const gen::Schedule& schedule,
@@ -201,34 +201,35 @@ void run_hdo_against_plain(const model::CaseSpec& spec, const gen::Schedule& sch
   plain.transformer_engine = false;
   RC_CLASSIFY(spec.precision_aware, "precision-aware hybrid optimizer");
   const double lr_max = gen::max_lr(schedule);
-  for_rig_pairs(spec, hdo, plain, 0, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& p,
-                                                   const model::RankPlan& plan) {
-    for (size_t k = 0; k < schedule.steps.size(); ++k) {
-      const model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
-      a.step(in);
-      p.step(in);
-      for (size_t g = 0; g < plan.groups.size(); ++g) {
-        for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-          const model::DType dt = spec.params[plan.groups[g].installed[i].param].dtype;
-          const std::vector<float> x = a.model_piece(g, i), y = p.model_piece(g, i);
-          const int steps = static_cast<int>(k + 1);
-          for (size_t e = 0; e < x.size(); ++e) {
-            const double tol =
-                dt == model::DType::kFloat32
-                    ? tol::torch_kernels_fp32(y[e], lr_max, steps)
-                    : tol::torch_kernels_16bit(y[e], lr_max, steps, model::mantissa_bits(dt),
-                                               model::min_subnormal(dt));
-            if (std::fabs(static_cast<double>(x[e]) - y[e]) <= tol) continue;
-            std::ostringstream os;
-            os.precision(9);
-            os << entry_name(spec, plan, g, i, steps) << " element " << e << ": hybrid "
-               << x[e] << ", plain " << y[e] << " (tolerance " << tol << ")";
-            check(os.str(), behaviour);
+  for_rig_pairs(
+      spec, hdo, plain, 0, behaviour,
+      [&](rig::RankUnderTest& a, rig::RankUnderTest& p, const model::RankPlan& plan) {
+        for (size_t k = 0; k < schedule.steps.size(); ++k) {
+          const model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
+          a.step(in);
+          p.step(in);
+          for (size_t g = 0; g < plan.groups.size(); ++g) {
+            for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+              const model::DType dt = spec.params[plan.groups[g].installed[i].param].dtype;
+              const std::vector<float> x = a.model_piece(g, i), y = p.model_piece(g, i);
+              const int steps = static_cast<int>(k + 1);
+              for (size_t e = 0; e < x.size(); ++e) {
+                const double tol =
+                    dt == model::DType::kFloat32
+                        ? tol::torch_kernels_fp32(y[e], lr_max, steps)
+                        : tol::torch_kernels_16bit(y[e], lr_max, steps, model::mantissa_bits(dt),
+                                                   model::min_subnormal(dt));
+                if (std::fabs(static_cast<double>(x[e]) - y[e]) <= tol) continue;
+                std::ostringstream os;
+                os.precision(9);
+                os << entry_name(spec, plan, g, i, steps) << " element " << e << ": hybrid " << x[e]
+                   << ", plain " << y[e] << " (tolerance " << tol << ")";
+                check(os.str(), behaviour);
+              }
+            }
           }
         }
-      }
-    }
-  });
+      });
 }
 
 namespace {
@@ -236,7 +237,7 @@ namespace {
 // Each group's hyper-parameters of `loaded` against those of `saved`, right after a load and
 // before a step rewrites lr and weight decay: a group matched to the wrong saved group shows only
 // here (MEG-06).
-void check_hyper_after_load(const sim::RankUnderTest& saved, const sim::RankUnderTest& loaded,
+void check_hyper_after_load(const rig::RankUnderTest& saved, const rig::RankUnderTest& loaded,
                             int64_t rank, const sut::Behaviour& b) {
   const std::vector<model::AdamWHyper> want = saved.group_hyper_parameters(),
                                        got = loaded.group_hyper_parameters();
@@ -261,13 +262,13 @@ void check_hyper_after_load(const sim::RankUnderTest& saved, const sim::RankUnde
 // The whole optimizer state of `loaded` right after it loaded what `saved` saved, entry by entry:
 // presence, moments, master, the stepped tensor and the step count (per parameter, or the
 // group's where the optimizer keeps it there), then every group's hyper-parameters.
-void check_state_after_load(const sim::RankUnderTest& saved, const sim::RankUnderTest& loaded,
+void check_state_after_load(const rig::RankUnderTest& saved, const rig::RankUnderTest& loaded,
                             const model::CaseSpec& c, const model::RankPlan& plan, int step,
                             const sut::Behaviour& b) {
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const std::string at = entry_name(c, plan, g, i, step) + " right after the load: ";
-      const sim::ObservedState x = loaded.state(g, i), y = saved.state(g, i);
+      const rig::ObservedState x = loaded.state(g, i), y = saved.state(g, i);
       if (x.present != y.present) {
         check(at + (x.present ? "state present, none saved" : "no state, saved had some"), b);
         continue;
@@ -296,18 +297,19 @@ void run_save_load_continue(const model::CaseSpec& spec, const gen::Schedule& sc
   RC_CLASSIFY(spec.precision_aware, "precision-aware");
   RC_CLASSIFY(spec.offload_fraction < 1.0, "some pieces on the accelerator");
   // The fresh rank has other initial values: everything must come from the checkpoint.
-  for_rig_pairs(spec, spec, spec, 1000, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
-                                                       const model::RankPlan& plan) {
-    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
-    z.load(a.save());
-    check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
-    continue_both(a, z, spec, schedule, split, plan,
-                  [&](size_t g, size_t i, const std::string& at) {
-                    check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                                        at + " (resumed vs uninterrupted)"),
-                          behaviour);
-                  });
-  });
+  for_rig_pairs(spec, spec, spec, 1000, behaviour,
+                [&](rig::RankUnderTest& a, rig::RankUnderTest& z, const model::RankPlan& plan) {
+                  for (size_t k = 0; k < split; ++k)
+                    a.step(gen::materialise(spec, schedule.steps[k]));
+                  z.load(a.save());
+                  check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
+                  continue_both(a, z, spec, schedule, split, plan,
+                                [&](size_t g, size_t i, const std::string& at) {
+                                  check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                                                      at + " (resumed vs uninterrupted)"),
+                                        behaviour);
+                                });
+                });
 }
 
 void run_load_placement(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
@@ -316,45 +318,46 @@ void run_load_placement(const model::CaseSpec& spec, const gen::Schedule& schedu
   RC_CLASSIFY(map_to_host, "state dict mapped to the host");
   RC_CLASSIFY(spec.offload_fraction > 0.0 && spec.offload_fraction < 1.0,
               "both sub-optimizer kinds");
-  for_rig_pairs(spec, spec, spec, 1000, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
-                                                       const model::RankPlan& plan) {
-    model::RankReference ref(spec, plan, a.initial_values(), torch_kernels(), false);
-    RC_PRE(!ref.step_error());
-    const model::OffloadPlan& want = ref.offload_plan();
-    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
-    z.load(a.save(), map_to_host);
-    check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
-    // Every tensor the sub-optimizer of a piece reads lives where that sub-optimizer runs: the
-    // host for an offloaded piece, the accelerator for the others.
-    for (size_t g = 0; g < plan.groups.size(); ++g) {
-      for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-        const bool host = want.placements[g][i].offloaded;
-        const sim::ObservedPlacement got = z.placement(g, i);
-        auto where = [](bool on_host) { return on_host ? "the host" : "the accelerator"; };
-        const std::string at = entry_name(spec, plan, g, i, static_cast<int>(split)) +
-                               " after the load: ";
-        if (got.stepped_on_host != host) {
-          check(at + "the stepped tensor is on " + where(got.stepped_on_host) + ", its " +
-                    "sub-optimizer runs on " + where(host),
-                behaviour);
-        }
-        for (const auto& [name, on_host] : got.state_on_host) {
-          if (on_host != host) {
-            check(at + name + " is on " + where(on_host) + ", its sub-optimizer runs on " +
-                      where(host),
-                  behaviour);
+  for_rig_pairs(
+      spec, spec, spec, 1000, behaviour,
+      [&](rig::RankUnderTest& a, rig::RankUnderTest& z, const model::RankPlan& plan) {
+        model::RankReference ref(spec, plan, a.initial_values(), torch_kernels(), false);
+        RC_PRE(!ref.step_error());
+        const model::OffloadPlan& want = ref.offload_plan();
+        for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
+        z.load(a.save(), map_to_host);
+        check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
+        // Every tensor the sub-optimizer of a piece reads lives where that sub-optimizer runs: the
+        // host for an offloaded piece, the accelerator for the others.
+        for (size_t g = 0; g < plan.groups.size(); ++g) {
+          for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
+            const bool host = want.placements[g][i].offloaded;
+            const rig::ObservedPlacement got = z.placement(g, i);
+            auto where = [](bool on_host) { return on_host ? "the host" : "the accelerator"; };
+            const std::string at =
+                entry_name(spec, plan, g, i, static_cast<int>(split)) + " after the load: ";
+            if (got.stepped_on_host != host) {
+              check(at + "the stepped tensor is on " + where(got.stepped_on_host) + ", its " +
+                        "sub-optimizer runs on " + where(host),
+                    behaviour);
+            }
+            for (const auto& [name, on_host] : got.state_on_host) {
+              if (on_host != host) {
+                check(at + name + " is on " + where(on_host) + ", its sub-optimizer runs on " +
+                          where(host),
+                      behaviour);
+              }
+            }
           }
         }
-      }
-    }
-    // And the kernels take them: both runs continue to the same values.
-    continue_both(a, z, spec, schedule, split, plan,
-                  [&](size_t g, size_t i, const std::string& at) {
-                    check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                                        at + " (resumed vs uninterrupted)"),
-                          behaviour);
-                  });
-  });
+        // And the kernels take them: both runs continue to the same values.
+        continue_both(a, z, spec, schedule, split, plan,
+                      [&](size_t g, size_t i, const std::string& at) {
+                        check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                                            at + " (resumed vs uninterrupted)"),
+                              behaviour);
+                      });
+      });
 }
 
 void run_dist_ckpt_resume(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
@@ -363,40 +366,41 @@ void run_dist_ckpt_resume(const model::CaseSpec& spec, const gen::Schedule& sche
   RC_CLASSIFY(spec.cpu_offload, "hybrid optimizer");
   RC_CLASSIFY(spec.precision_aware && !spec.cpu_offload, "precision-aware FusedAdam");
   RC_CLASSIFY(!spec.precision_aware && !spec.cpu_offload, "torch AdamW");
-  for_rig_pairs(spec, spec, spec, 1000, behaviour, [&](sim::RankUnderTest& a, sim::RankUnderTest& z,
-                                                       const model::RankPlan& plan) {
-    // A refused step (the model predicts it) is another property's business.
-    model::RankReference ref(spec, plan, a.initial_values(), torch_kernels(), false);
-    RC_PRE(!ref.step_error());
-    for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
-    // Per-param flags that some optimizers keep: the checkpoint must skip them (MEG-07).
-    a.add_non_tensor_state({"found_inf", "non_tensor_int"});
-    Violation loaded;
-    try {
-      z.load_distributed(a.save());
-    } catch (const c10::Error& e) {
-      loaded = "loading the distributed checkpoint raised: " + e.msg();
-    }
-    check(loaded, behaviour);
-    check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
-    continue_both(
-        a, z, spec, schedule, split, plan, [&](size_t g, size_t i, const std::string& at) {
-          check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                              at + " (resumed vs uninterrupted)"),
-                behaviour);
-          check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
-                              at + " master (resumed vs uninterrupted)"),
-                behaviour);
-          const sim::ObservedState x = z.state(g, i), y = a.state(g, i);
-          check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"),
-                behaviour);
-          if (x.step != y.step) {
-            check(at + ": step " + std::to_string(x.step) + " resumed, " + std::to_string(y.step) +
-                      " uninterrupted",
-                  behaviour);
-          }
-        });
-  });
+  for_rig_pairs(
+      spec, spec, spec, 1000, behaviour,
+      [&](rig::RankUnderTest& a, rig::RankUnderTest& z, const model::RankPlan& plan) {
+        // A refused step (the model predicts it) is another property's business.
+        model::RankReference ref(spec, plan, a.initial_values(), torch_kernels(), false);
+        RC_PRE(!ref.step_error());
+        for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
+        // Per-param flags that some optimizers keep: the checkpoint must skip them (MEG-07).
+        a.add_non_tensor_state({"found_inf", "non_tensor_int"});
+        Violation loaded;
+        try {
+          z.load_distributed(a.save());
+        } catch (const c10::Error& e) {
+          loaded = "loading the distributed checkpoint raised: " + e.msg();
+        }
+        check(loaded, behaviour);
+        check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
+        continue_both(
+            a, z, spec, schedule, split, plan, [&](size_t g, size_t i, const std::string& at) {
+              check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                                  at + " (resumed vs uninterrupted)"),
+                    behaviour);
+              check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
+                                  at + " master (resumed vs uninterrupted)"),
+                    behaviour);
+              const rig::ObservedState x = z.state(g, i), y = a.state(g, i);
+              check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"),
+                    behaviour);
+              if (x.step != y.step) {
+                check(at + ": step " + std::to_string(x.step) + " resumed, " +
+                          std::to_string(y.step) + " uninterrupted",
+                      behaviour);
+              }
+            });
+      });
 }
 
 namespace {
@@ -415,7 +419,7 @@ std::string steps_text(const std::set<int64_t>& steps) {
 
 // The optimizer state of every param of `instance`, read from `group` (all DP ranks of `c`).
 std::map<int, FullState> full_state(const model::CaseSpec& c, model::Instance instance,
-                                    const std::vector<std::unique_ptr<sim::RankUnderTest>>& group) {
+                                    const std::vector<std::unique_ptr<rig::RankUnderTest>>& group) {
   const auto layouts = model::full_param_layout(c);
   std::map<int, FullState> out;
   for (size_t r = 0; r < group.size(); ++r) {
@@ -430,7 +434,7 @@ std::map<int, FullState> full_state(const model::CaseSpec& c, model::Instance in
           f.exp_avg_sq.assign(n, 0.f);
           f.master.assign(n, 0.f);
         }
-        const sim::ObservedState st = group[r]->state(g, i);
+        const rig::ObservedState st = group[r]->state(g, i);
         const std::vector<float> master = group[r]->optimizer_piece(g, i);
         f.steps.insert(st.step);
         for (int64_t k = 0; k < e.param_range.size(); ++k) {
@@ -453,9 +457,9 @@ void check_recorded_streams(const model::CaseSpec& c, const gen::Schedule& s,
   for_checked_ranks(c, [&](model::Instance inst, int64_t r, const auto& layouts) {
     (void)layouts;
     const auto owned =
-        sim::build_rank(target_for(b), c, inst, r, /*seed=*/1000 + r,
-                        sim::StreamSchedule{model::streams::Policy::kEager, 0, true});
-    sim::RankUnderTest& rig = *owned;
+        rig::build_rank(target_for(b), c, inst, r, /*seed=*/1000 + r,
+                        rig::StreamSchedule{model::streams::Policy::kEager, 0, true});
+    rig::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), b);
     for (const gen::StepDraw& d : s.steps) rig.step(gen::materialise(c, d));
     const std::vector<std::string> found = findings(rig);
@@ -471,11 +475,11 @@ void check_recorded_streams(const model::CaseSpec& c, const gen::Schedule& s,
 }  // namespace
 
 void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                                  sim::GatheredFormat format, int other_dp,
+                                  rig::GatheredFormat format, int other_dp,
                                   const sut::Behaviour& behaviour) {
   const bool reshard = other_dp > 0;
-  RC_CLASSIFY(format == sim::GatheredFormat::kDpZero, "dp_zero_gather_scatter");
-  RC_CLASSIFY(format == sim::GatheredFormat::kFullyReshardable, "fully_reshardable");
+  RC_CLASSIFY(format == rig::GatheredFormat::kDpZero, "dp_zero_gather_scatter");
+  RC_CLASSIFY(format == rig::GatheredFormat::kFullyReshardable, "fully_reshardable");
   RC_CLASSIFY(reshard, "other DP size");
   model::CaseSpec other = spec;
   if (reshard) other.dp = other.expert_dp = other_dp;
@@ -483,14 +487,14 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedu
     if (!model::instance_present(spec, inst)) continue;
     const char* name = inst == model::Instance::kExpert ? "expert" : "dense";
     auto build = [&](const model::CaseSpec& x, uint64_t seed) {
-      std::vector<std::unique_ptr<sim::RankUnderTest>> group;
+      std::vector<std::unique_ptr<rig::RankUnderTest>> group;
       for (int64_t r = 0; r < model::instance_dp(x, inst); ++r) {
-        group.push_back(sim::build_rank(target_for(behaviour), x, inst, r, seed + r));
+        group.push_back(rig::build_rank(target_for(behaviour), x, inst, r, seed + r));
         check(check_constructed(group.back()->construction()), behaviour);
       }
       return group;
     };
-    std::vector<std::unique_ptr<sim::RankUnderTest>> saved = build(spec, 1000);
+    std::vector<std::unique_ptr<rig::RankUnderTest>> saved = build(spec, 1000);
     // A refused step (the model predicts it) is another property's business.
     const auto layouts = model::full_param_layout(spec);
     for (size_t r = 0; r < saved.size(); ++r) {
@@ -502,16 +506,16 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedu
       const model::StepInputs in = gen::materialise(spec, d);
       for (auto& rig : saved) rig->step(in);
     }
-    std::vector<const sim::RankUnderTest*> group;
+    std::vector<const rig::RankUnderTest*> group;
     for (const auto& rig : saved) group.push_back(rig.get());
-    const sim::GatheredCheckpoint ck = sim::save_gathered(group, format);
-    std::vector<std::unique_ptr<sim::RankUnderTest>> loaded = build(other, 3000);
+    const rig::GatheredCheckpoint ck = rig::save_gathered(group, format);
+    std::vector<std::unique_ptr<rig::RankUnderTest>> loaded = build(other, 3000);
     for (auto& rig : loaded) {
       Violation v;
       try {
         rig->load_gathered(ck);
       } catch (const c10::Error& e) {
-        v = std::string(name) + ": loading the " + sim::format_name(format) +
+        v = std::string(name) + ": loading the " + rig::format_name(format) +
             " checkpoint raised: " + e.msg();
       }
       check(v, behaviour);
@@ -521,7 +525,7 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedu
     for (const auto& [param, w] : want) {
       const FullState& x = got.at(param);
       const std::string at = std::string(name) + " " + spec.params[param].name + " after a " +
-                             sim::format_name(format) + " round trip";
+                             rig::format_name(format) + " round trip";
       check(compare_exact(x.exp_avg, w.exp_avg, at + ": exp_avg (loaded vs saved)"), behaviour);
       check(compare_exact(x.exp_avg_sq, w.exp_avg_sq, at + ": exp_avg_sq (loaded vs saved)"),
             behaviour);
@@ -540,14 +544,14 @@ void run_stream_race_property(const model::CaseSpec& spec, const gen::Schedule& 
   RC_CLASSIFY(spec.overlap_cpu_optimizer_d2h_h2d, "overlap on");
   RC_CLASSIFY(spec.precision_aware, "precision-aware");
   check_recorded_streams(spec, schedule, behaviour, "race(s)",
-                         [](const sim::RankUnderTest& rig) { return rig.stream_races(); });
+                         [](const rig::RankUnderTest& rig) { return rig.stream_races(); });
 }
 
 void run_pinned_copies_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
                                 const sut::Behaviour& behaviour) {
   check_recorded_streams(spec, schedule, behaviour,
                          "non-blocking copy(ies) with pageable host memory",
-                         [](const sim::RankUnderTest& rig) { return rig.pageable_copies(); });
+                         [](const rig::RankUnderTest& rig) { return rig.pageable_copies(); });
 }
 
 }  // namespace sc::props

@@ -15,7 +15,7 @@ namespace sc::props {
 // `streams`: how the simulated streams order the port's work (default: program order).
 void run_numeric_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
                           const sut::Behaviour& behaviour, NumericClaim claim,
-                          const sim::StreamSchedule& streams = sim::StreamSchedule{});
+                          const rig::StreamSchedule& streams = rig::StreamSchedule{});
 // Steps every checked rank of `spec` through `schedule` and RC_ASSERTs that the stream simulation
 // found no race: no two operations touch one region, one writing, unordered by streams and events.
 void run_stream_race_property(const model::CaseSpec& spec, const gen::Schedule& schedule,
@@ -53,13 +53,13 @@ void run_load_placement(const model::CaseSpec& spec, const gen::Schedule& schedu
 void run_dist_ckpt_resume(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
                           const sut::Behaviour& behaviour);
 
-// A gathered checkpoint format (sim::GatheredFormat) round trip: every DP rank of each
+// A gathered checkpoint format (rig::GatheredFormat) round trip: every DP rank of each
 // instance of `spec` steps through `schedule`, the DP group is saved in `format`, and a fresh DP
 // group (other initial values; DP size `other_dp` when not 0, which only "fully_reshardable"
 // allows) loads it. RC_ASSERTs that every element of every param's exp_avg, exp_avg_sq and fp32
 // master comes back bit for bit (MEG-04, DS-07).
 void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                                  sim::GatheredFormat format, int other_dp,
+                                  rig::GatheredFormat format, int other_dp,
                                   const sut::Behaviour& behaviour);
 
 }  // namespace sc::props

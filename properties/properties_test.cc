@@ -72,8 +72,8 @@ const bool kRegistered = [] {
 
 // GoogleTest's main, but its value options also take `--name value` (the project's convention).
 int main(int argc, char** argv) {
-  std::vector<std::string> args = sc::sim::joined_value_flags(
-      std::vector<std::string>(argv, argv + argc), sc::sim::kGoogleTestValueFlags);
+  std::vector<std::string> args = sc::input::joined_value_flags(
+      std::vector<std::string>(argv, argv + argc), sc::input::kGoogleTestValueFlags);
   std::vector<char*> pointers;
   for (std::string& arg : args) pointers.push_back(arg.data());
   int count = static_cast<int>(pointers.size());

@@ -51,14 +51,14 @@ void check(const Violation& v, const sut::Behaviour& b) {
 }
 
 model::TorchCpuKernels torch_kernels() {
-  const auto kernels = sim::torch_cpu_kernels();
+  const auto kernels = rig::torch_cpu_kernels();
   if (!kernels) RC_FAIL("no emulation reproduces torch's CPU AdamW kernels on this machine");
   return *kernels;
 }
 
 void check_entry(const model::CaseSpec& c, const model::RankPlan& plan,
-                 const model::RankReference& ref, const sim::RankUnderTest& rig, size_t g,
-                 size_t i, int k, NumericClaim claim, const sut::Behaviour& b) {
+                 const model::RankReference& ref, const rig::RankUnderTest& rig, size_t g, size_t i,
+                 int k, NumericClaim claim, const sut::Behaviour& b) {
   const std::string at = entry_name(c, plan, g, i, k);
   if (claim == NumericClaim::kModelParams) {
     check(compare_exact(rig.model_piece(g, i), ref.model_piece(g, i), at), b);
@@ -70,7 +70,7 @@ void check_entry(const model::CaseSpec& c, const model::RankPlan& plan,
                         at + " (must be unchanged)"),
           b);
   } else if (claim == NumericClaim::kState) {
-    const sim::ObservedState got = rig.state(g, i);
+    const rig::ObservedState got = rig.state(g, i);
     const model::AdamWState32& want = ref.state(g, i);
     if (!got.present) check(at + ": no optimizer state after a step", b);
     check(compare_exact(got.exp_avg, want.exp_avg, at + " exp_avg"), b);

@@ -51,7 +51,7 @@ void for_checked_ranks(const model::CaseSpec& c, F f) {
 // Installed entry (g, i) after step `k` (1-based) under `claim`: the model piece, the unchanged
 // piece or the optimizer state, against the reference.
 void check_entry(const model::CaseSpec& c, const model::RankPlan& plan,
-                 const model::RankReference& ref, const sim::RankUnderTest& rig, size_t g,
-                 size_t i, int k, NumericClaim claim, const sut::Behaviour& b);
+                 const model::RankReference& ref, const rig::RankUnderTest& rig, size_t g, size_t i,
+                 int k, NumericClaim claim, const sut::Behaviour& b);
 
 }  // namespace sc::props

@@ -41,7 +41,7 @@ Difference differ_bits(const std::string& what, const std::vector<float>& port,
   return std::nullopt;
 }
 
-std::string tensor_text(const sim::ObservedTensor& t) {
+std::string tensor_text(const rig::ObservedTensor& t) {
   std::ostringstream out;
   out << "{param " << t.param << ", " << model::dtype_name(t.dtype) << ", numel " << t.numel
       << ", leaf " << t.is_leaf << ", requires_grad " << t.requires_grad << ", grad_fn "
@@ -88,7 +88,7 @@ Difference ranges_difference(const std::vector<model::BufferRanges>& port,
   return std::nullopt;
 }
 
-Difference group_difference(const sim::RankObservation& port, const sim::RankObservation& real) {
+Difference group_difference(const rig::RankObservation& port, const rig::RankObservation& real) {
   if (port.groups.size() != real.groups.size()) return "the number of installed groups differs";
   for (size_t g = 0; g < port.groups.size(); ++g) {
     if (port.groups[g].size() != real.groups[g].size()) {
@@ -105,8 +105,8 @@ Difference group_difference(const sim::RankObservation& port, const sim::RankObs
   return std::nullopt;
 }
 
-Difference placement_difference(const std::string& at, const sim::ObservedPlacement& a,
-                                const sim::ObservedPlacement& b) {
+Difference placement_difference(const std::string& at, const rig::ObservedPlacement& a,
+                                const rig::ObservedPlacement& b) {
   for (const Difference& d :
        {differ(at + " offloaded", a.offloaded, b.offloaded),
         differ(at + " fp32 copy", a.fp32_copy, b.fp32_copy),
@@ -119,10 +119,10 @@ Difference placement_difference(const std::string& at, const sim::ObservedPlacem
   return std::nullopt;
 }
 
-Difference entry_difference(const sim::RankUnderTest& port, const sim::RankUnderTest& real,
+Difference entry_difference(const rig::RankUnderTest& port, const rig::RankUnderTest& real,
                             size_t g, size_t i) {
   const std::string at = "entry (" + std::to_string(g) + ", " + std::to_string(i) + ")";
-  const sim::ObservedState a = port.state(g, i), b = real.state(g, i);
+  const rig::ObservedState a = port.state(g, i), b = real.state(g, i);
   for (const Difference& d :
        {differ_bits(at + " model piece", port.model_piece(g, i), real.model_piece(g, i)),
         differ_bits(at + " optimizer piece", port.optimizer_piece(g, i),
@@ -138,9 +138,9 @@ Difference entry_difference(const sim::RankUnderTest& port, const sim::RankUnder
 
 }  // namespace
 
-std::optional<std::string> construction_difference(const sim::RankObservation& port,
-                                                   const sim::RankObservation& real) {
-  const auto error = [](const sim::RankObservation& o) { return o.error.value_or("(none)"); };
+std::optional<std::string> construction_difference(const rig::RankObservation& port,
+                                                   const rig::RankObservation& real) {
+  const auto error = [](const rig::RankObservation& o) { return o.error.value_or("(none)"); };
   if (error(port) != error(real)) {
     return "construction error: port \"" + error(port) + "\", real code \"" + error(real) + "\"";
   }
@@ -158,8 +158,8 @@ std::optional<std::string> construction_difference(const sim::RankObservation& p
   return std::nullopt;
 }
 
-std::optional<std::string> holding_difference(const sim::RankUnderTest& port,
-                                              const sim::RankUnderTest& real) {
+std::optional<std::string> holding_difference(const rig::RankUnderTest& port,
+                                              const rig::RankUnderTest& real) {
   const auto& groups = port.construction().groups;
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t i = 0; i < groups[g].size(); ++i) {
@@ -183,17 +183,17 @@ std::optional<std::string> holding_difference(const sim::RankUnderTest& port,
 }
 
 void run_port_vs_real_code(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                           const sut::Behaviour& behaviour, const sim::MegatronTarget& tree) {
+                           const sut::Behaviour& behaviour, const rig::MegatronTarget& tree) {
   tag_coverage(spec);
   RC_CLASSIFY(spec.transformer_engine, "Transformer Engine (its FusedAdam a stand-in there)");
   const auto layouts = model::full_param_layout(spec);
-  const sim::ParamValues initial = sim::initial_values(spec, /*seed=*/2024);
-  sim::Target port{behaviour, device(), std::nullopt}, real{behaviour, device(), tree};
+  const rig::ParamValues initial = rig::initial_values(spec, /*seed=*/2024);
+  rig::Target port{behaviour, device(), std::nullopt}, real{behaviour, device(), tree};
   for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
     if (!model::instance_present(spec, inst)) continue;
     for (int64_t r : ranks_to_check(spec, layouts, inst)) {
-      const auto a = sim::build_rank(port, spec, inst, r, initial);
-      const auto b = sim::build_rank(real, spec, inst, r, initial);
+      const auto a = rig::build_rank(port, spec, inst, r, initial);
+      const auto b = rig::build_rank(real, spec, inst, r, initial);
       const std::string where = std::string(inst == model::Instance::kExpert ? "expert" : "dense") +
                                 " rank " + std::to_string(r) + ", port variant " + behaviour.name;
       Difference d = construction_difference(a->construction(), b->construction());

@@ -13,20 +13,20 @@
 
 namespace sc::props {
 
-// The first difference between two constructions (every field of sim::RankObservation), or
+// The first difference between two constructions (every field of rig::RankObservation), or
 // nothing.
-std::optional<std::string> construction_difference(const sim::RankObservation& port,
-                                                   const sim::RankObservation& real);
+std::optional<std::string> construction_difference(const rig::RankObservation& port,
+                                                   const rig::RankObservation& real);
 // The first difference between what two constructed ranks hold now: every installed entry's
 // model piece, optimizer piece, state and placement, the group hyper-parameters, the
 // sub-optimizer counts and every model parameter, bit for bit; or nothing.
-std::optional<std::string> holding_difference(const sim::RankUnderTest& port,
-                                              const sim::RankUnderTest& real);
+std::optional<std::string> holding_difference(const rig::RankUnderTest& port,
+                                              const rig::RankUnderTest& real);
 
 // Builds every checked rank of both instances of `spec` (no Transformer Engine) on the port
 // under `behaviour` and on `tree`, from the same initial values, steps both through `schedule`
 // and RC_ASSERTs that the constructions agree and, after every step, what they hold agrees.
 void run_port_vs_real_code(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                           const sut::Behaviour& behaviour, const sim::MegatronTarget& tree);
+                           const sut::Behaviour& behaviour, const rig::MegatronTarget& tree);
 
 }  // namespace sc::props

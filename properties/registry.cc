@@ -123,7 +123,7 @@ Property port_only(Property p, std::string why) {
 }
 
 // `p`, which needs `capabilities` of a system under test.
-Property needing(Property p, std::vector<sim::Capability> capabilities) {
+Property needing(Property p, std::vector<rig::Capability> capabilities) {
   p.needs = std::move(capabilities);
   return p;
 }
@@ -139,10 +139,10 @@ Property drawn_in_body(std::string name, std::string claim, std::vector<std::str
   return p;
 }
 
-sim::GatheredFormat gathered_format(const CaseInputs& in) {
-  if (in.checkpoint_format == "dp_zero_gather_scatter") return sim::GatheredFormat::kDpZero;
+rig::GatheredFormat gathered_format(const CaseInputs& in) {
+  if (in.checkpoint_format == "dp_zero_gather_scatter") return rig::GatheredFormat::kDpZero;
   RC_ASSERT(in.checkpoint_format == "fully_reshardable");
-  return sim::GatheredFormat::kFullyReshardable;
+  return rig::GatheredFormat::kFullyReshardable;
 }
 
 Check diff(DiffClaim claim) {
@@ -161,9 +161,9 @@ void every_schedule(const CaseInputs& in, const sut::Behaviour& b) {
   // The adversarial order, then a random one seeded by the case itself (so a case file
   // replays it).
   run_numeric_property(in.c, in.schedule, b, NumericClaim::kModelParams,
-                       sim::StreamSchedule{model::streams::Policy::kAdversarial, 0, true});
+                       rig::StreamSchedule{model::streams::Policy::kAdversarial, 0, true});
   run_numeric_property(in.c, in.schedule, b, NumericClaim::kModelParams,
-                       sim::StreamSchedule{model::streams::Policy::kRandom,
+                       rig::StreamSchedule{model::streams::Policy::kRandom,
                                            in.schedule.steps.front().grad_seed, true});
 }
 
@@ -381,52 +381,58 @@ Check training(TrainingClaim claim) {
 
 std::vector<Property> training_loop_properties() {
   return {
-      needing(replayable("TrainingLoop.EveryParamReceivesItsGradThroughDdp",
-                 "in a training loop (the parameters in a module under DDP's grad hooks; each "
-                 "step's gradient from a forward and backward pass), after construction and "
-                 "after every step every parameter is a leaf that requires grad, DDP's hook "
-                 "leaves `.grad` None and exactly the gradient in `main_grad`, and every piece "
-                 "equals the reference bit for bit",
-                 {"TRAIN-seed-fix-detaches-param", "TRAIN-zero-skips-expert-buffers"},
-                 gen::case_and_schedule, training(TrainingClaim::kGradsReachMainGrads)),
-              {sim::Capability::kTrainingLoop}),
-      needing(replayable("TrainingLoop.ZeroGradClearsWhatTheNextBackwardAddsTo",
-                 "in a training loop, two backward passes add up in `main_grad` (in its dtype), "
-                 "and after the train step's zeroing (each chunk's `zero_grad_buffer`, then "
-                 "`zero_grad`) the next backward leaves exactly its own gradient",
-                 {"TRAIN-zero-skips-expert-buffers", "TRAIN-seed-fix-detaches-param"},
-                 gen::case_and_schedule, training(TrainingClaim::kZeroGradClearsAccumulation)),
-              {sim::Capability::kTrainingLoop}),
+      needing(
+          replayable("TrainingLoop.EveryParamReceivesItsGradThroughDdp",
+                     "in a training loop (the parameters in a module under DDP's grad hooks; each "
+                     "step's gradient from a forward and backward pass), after construction and "
+                     "after every step every parameter is a leaf that requires grad, DDP's hook "
+                     "leaves `.grad` None and exactly the gradient in `main_grad`, and every piece "
+                     "equals the reference bit for bit",
+                     {"TRAIN-seed-fix-detaches-param", "TRAIN-zero-skips-expert-buffers"},
+                     gen::case_and_schedule, training(TrainingClaim::kGradsReachMainGrads)),
+          {rig::Capability::kTrainingLoop}),
+      needing(replayable(
+                  "TrainingLoop.ZeroGradClearsWhatTheNextBackwardAddsTo",
+                  "in a training loop, two backward passes add up in `main_grad` (in its dtype), "
+                  "and after the train step's zeroing (each chunk's `zero_grad_buffer`, then "
+                  "`zero_grad`) the next backward leaves exactly its own gradient",
+                  {"TRAIN-zero-skips-expert-buffers", "TRAIN-seed-fix-detaches-param"},
+                  gen::case_and_schedule, training(TrainingClaim::kZeroGradClearsAccumulation)),
+              {rig::Capability::kTrainingLoop}),
   };
 }
 
 std::vector<Property> checkpoint_properties() {
   return {
-      needing(replayable("DistributedCheckpoint.ResumeEqualsNoInterruption",
-                 "Megatron's distributed-checkpoint load (`sharded_state_dict(is_loading=True)`, "
-                 "in-place fill, `load_state_dict` with a `fully_sharded_model_space` param "
-                 "state) into a fresh rank: right after the load the whole optimizer state "
-                 "(moments, masters, step counts, each group's hyper-parameters) equals the "
-                 "saved one; then continue: model pieces, masters, moments and step "
-                 "bit-identical to no interruption, for torch AdamW, precision-aware FusedAdam "
-                 "and the hybrid optimizer",
-                 {"patched-F5", "PT-04", "MEG-06", "MEG-07"},
-                 [] { return gen::split_schedule(/*force_offload=*/false); },
-                 [](const CaseInputs& in, const sut::Behaviour& b) {
-                   run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
-                 }), {sim::Capability::kDistributedCheckpoints, sim::Capability::kNonTensorState}),
-      needing(replayable("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
-                 "every DP rank of each instance steps, the group is saved in "
-                 "`dp_zero_gather_scatter` or `fully_reshardable` (world tensors gathered on DP "
-                 "rank 0, bucket-end padding stripped; the latter cut into model-space tensors), "
-                 "and a fresh group (other initial values; for `fully_reshardable` often another "
-                 "DP size) loads it: every element of every parameter's `exp_avg`, `exp_avg_sq` "
-                 "and fp32 master comes back bit for bit, and every piece's step count",
-                 {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"}, gen::gathered_case,
-                 [](const CaseInputs& in, const sut::Behaviour& b) {
-                   run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
-                                                in.other_dp, b);
-                 }), {sim::Capability::kGatheredCheckpoints}),
+      needing(replayable(
+                  "DistributedCheckpoint.ResumeEqualsNoInterruption",
+                  "Megatron's distributed-checkpoint load (`sharded_state_dict(is_loading=True)`, "
+                  "in-place fill, `load_state_dict` with a `fully_sharded_model_space` param "
+                  "state) into a fresh rank: right after the load the whole optimizer state "
+                  "(moments, masters, step counts, each group's hyper-parameters) equals the "
+                  "saved one; then continue: model pieces, masters, moments and step "
+                  "bit-identical to no interruption, for torch AdamW, precision-aware FusedAdam "
+                  "and the hybrid optimizer",
+                  {"patched-F5", "PT-04", "MEG-06", "MEG-07"},
+                  [] { return gen::split_schedule(/*force_offload=*/false); },
+                  [](const CaseInputs& in, const sut::Behaviour& b) {
+                    run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
+                  }),
+              {rig::Capability::kDistributedCheckpoints, rig::Capability::kNonTensorState}),
+      needing(replayable(
+                  "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
+                  "every DP rank of each instance steps, the group is saved in "
+                  "`dp_zero_gather_scatter` or `fully_reshardable` (world tensors gathered on DP "
+                  "rank 0, bucket-end padding stripped; the latter cut into model-space tensors), "
+                  "and a fresh group (other initial values; for `fully_reshardable` often another "
+                  "DP size) loads it: every element of every parameter's `exp_avg`, `exp_avg_sq` "
+                  "and fp32 master comes back bit for bit, and every piece's step count",
+                  {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"}, gen::gathered_case,
+                  [](const CaseInputs& in, const sut::Behaviour& b) {
+                    run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
+                                                 in.other_dp, b);
+                  }),
+              {rig::Capability::kGatheredCheckpoints}),
       replayable("HybridOptimizerState.CommandSequencesMatchTheReference",
                  "`rc::state` sequences of Step, SetLr/SetWd, ZeroGrad, SaveState, "
                  "Rebuild+LoadState, ReloadModelParams agree with the reference after every "
@@ -460,29 +466,35 @@ std::vector<Property> kernel_and_stream_properties() {
                               {"ENG-strided-fast-path"}, run_fused_host_adamw_shapes_property),
                 kOwnKernel),
       // The stream properties last: they cost the most per case.
-      needing(replayable("StreamSimulation.NoRaceBetweenStreams",
-                 "in the stream simulation (for the real code: under the worker's stream-order "
-                 "checker), no two operations of the step flow touch one region (one writing) "
-                 "without streams or events ordering them",
-                 {"patched-F6", "HDO-01", "STREAM-no-d2h-wait", "PIPE-no-staging-wait",
-                  "PIPE-no-chunk-wait"},
-                 gen::offloaded_steps(3),
-                 [](const CaseInputs& in, const sut::Behaviour& b) {
-                   run_stream_race_property(in.c, in.schedule, b);
-                 }), {sim::Capability::kStreamRaces}),
-      needing(replayable("StreamSimulation.NonBlockingCopiesUsePinnedMemory",
-                 "with the pin flags on, every non-blocking copy of the step flow has pinned host "
-                 "memory on its host side (on CUDA `is_pinned()`; on the CPU, where nothing can "
-                 "be pinned, what the port would pin)",
-                 {"patched-pr4547", "HDO-02"}, gen::offloaded_steps(1),
-                 [](const CaseInputs& in, const sut::Behaviour& b) {
-                   run_pinned_copies_property(in.c, in.schedule, b);
-                 }), {sim::Capability::kPinnedCopyRecords}),
-      needing(replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
-                 "run in the latest order the streams allow and in a random legal order, every "
-                 "owned piece equals the reference bit for bit",
-                 {"patched-F6", "HDO-01", "PIPE-no-chunk-wait"}, gen::offloaded_steps(gen::kMaxSteps),
-                 every_schedule), {sim::Capability::kChosenStreamOrder}),
+      needing(
+          replayable("StreamSimulation.NoRaceBetweenStreams",
+                     "in the stream simulation (for the real code: under the worker's stream-order "
+                     "checker), no two operations of the step flow touch one region (one writing) "
+                     "without streams or events ordering them",
+                     {"patched-F6", "HDO-01", "STREAM-no-d2h-wait", "PIPE-no-staging-wait",
+                      "PIPE-no-chunk-wait"},
+                     gen::offloaded_steps(3),
+                     [](const CaseInputs& in, const sut::Behaviour& b) {
+                       run_stream_race_property(in.c, in.schedule, b);
+                     }),
+          {rig::Capability::kStreamRaces}),
+      needing(replayable(
+                  "StreamSimulation.NonBlockingCopiesUsePinnedMemory",
+                  "with the pin flags on, every non-blocking copy of the step flow has pinned host "
+                  "memory on its host side (on CUDA `is_pinned()`; on the CPU, where nothing can "
+                  "be pinned, what the port would pin)",
+                  {"patched-pr4547", "HDO-02"}, gen::offloaded_steps(1),
+                  [](const CaseInputs& in, const sut::Behaviour& b) {
+                    run_pinned_copies_property(in.c, in.schedule, b);
+                  }),
+              {rig::Capability::kPinnedCopyRecords}),
+      needing(
+          replayable("StreamSimulation.EveryScheduleGivesTheReferenceParams",
+                     "run in the latest order the streams allow and in a random legal order, every "
+                     "owned piece equals the reference bit for bit",
+                     {"patched-F6", "HDO-01", "PIPE-no-chunk-wait"},
+                     gen::offloaded_steps(gen::kMaxSteps), every_schedule),
+          {rig::Capability::kChosenStreamOrder}),
   };
 }
 
@@ -547,9 +559,9 @@ std::vector<const Property*> variant_properties() {
 std::string why_not_on_real_code(const Property& p) {
   if (!p.not_on_real_code.empty()) return p.not_on_real_code;
   std::string why;
-  for (const sim::Capability c : p.needs) {
-    if (sim::capability(c).on_real_code) continue;
-    why += (why.empty() ? "" : "; ") + sim::not_on_real_code_reason(c);
+  for (const rig::Capability c : p.needs) {
+    if (rig::capability(c).on_real_code) continue;
+    why += (why.empty() ? "" : "; ") + rig::not_on_real_code_reason(c);
   }
   return why;
 }

@@ -41,7 +41,7 @@ struct Property {
   std::vector<std::string> strength_tests;
   // What it needs of a system under test beyond the seam's core (sim/rig/capabilities.h): it
   // runs against the real code only where the megatron target serves all of them.
-  std::vector<sim::Capability> needs;
+  std::vector<rig::Capability> needs;
   // Why it cannot run with real Megatron code whatever the worker serves (what it checks is not
   // Megatron code, or is a claim about the port); empty otherwise. Only variant properties can.
   std::string not_on_real_code;

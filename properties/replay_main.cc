@@ -32,20 +32,20 @@ struct Request {
 };
 
 // The case file, the one positional argument.
-std::optional<std::string> apply_path(const sc::sim::OptionArg& arg, Request& request) {
+std::optional<std::string> apply_path(const sc::input::OptionArg& arg, Request& request) {
   if (!request.path.empty()) return "a second case file '" + arg.value + "'";
   request.path = arg.value;
   return std::nullopt;
 }
 
 // --variant=NAME, --property=NAME: checked once the case file is read (they default to its).
-std::optional<std::string> apply_name(const sc::sim::OptionArg& arg, Request& request) {
+std::optional<std::string> apply_name(const sc::input::OptionArg& arg, Request& request) {
   (arg.name == "variant" ? request.variant : request.property) = arg.value;
   return std::nullopt;
 }
 
 // The options of shardcheck-replay, in the order of its usage text.
-const sc::sim::Option<Request> kOptions[] = {
+const sc::input::Option<Request> kOptions[] = {
     {"", nullptr, nullptr, apply_path},
     {"variant", "NAME", "a variant (upstream, pr6982+F1, patched, ...) or mutant (the file's)",
      apply_name},
@@ -54,7 +54,7 @@ const sc::sim::Option<Request> kOptions[] = {
 
 const std::string kUsage =
     "usage: shardcheck-replay CASE.json [--variant=NAME] [--property=Suite.Name]\n" +
-    sc::sim::option_help(sc::sim::texts_of(kOptions), {22, '='}) +
+    sc::input::option_help(sc::input::texts_of(kOptions), {22, '='}) +
     "Options taking a value also accept it as the next argument (--variant upstream).\n"
     "Exit status: 0 the property holds, 1 it fails, 2 bad arguments, a malformed case file, or\n"
     "a case the system under test cannot run (real Megatron code: no distributed or gathered\n"
@@ -62,17 +62,17 @@ const std::string kUsage =
 
 int usage(const std::string& why) {
   std::cerr << "shardcheck-replay: " << why << "\n" << kUsage;
-  return sc::sim::kExitBadInput;
+  return sc::input::kExitBadInput;
 }
 
 // The request of `args`, or the exit status when there is nothing to replay.
 std::variant<Request, int> parse(const std::vector<std::string>& args) {
   Request request;
   bool help = false;
-  if (auto why = sc::sim::apply_args(args, kOptions, request, help)) return usage(*why);
+  if (auto why = sc::input::apply_args(args, kOptions, request, help)) return usage(*why);
   if (help) {
     std::cout << kUsage;
-    return sc::sim::kExitOk;
+    return sc::input::kExitOk;
   }
   if (request.path.empty()) return usage("no case file given");
   return request;
@@ -88,7 +88,7 @@ std::variant<sc::props::CaseFile, int> read_case_file(const std::string& path) {
     return sc::props::parse_case_file(text.str());
   } catch (const sc::props::CaseFileError& e) {
     std::cerr << "shardcheck-replay: " << path << ": " << e.what() << "\n";
-    return sc::sim::kExitBadInput;
+    return sc::input::kExitBadInput;
   }
 }
 
@@ -119,26 +119,26 @@ int replay(const sc::props::Property& property, const sc::props::CaseInputs& inp
       [&] {
         try {
           property.check(inputs, behaviour);
-        } catch (const sc::sim::NotRunAgainstRealCode& e) {
+        } catch (const sc::rig::NotRunAgainstRealCode& e) {
           not_run = e.what();
         }
       },
       once);
   if (!not_run.empty()) {
     std::cerr << "shardcheck-replay: this case cannot run here: " << not_run << "\n";
-    return sc::sim::kExitBadInput;
+    return sc::input::kExitBadInput;
   }
   if (r.failed()) {
     std::cout << "FAIL: " << r.description << "\n";
-    return sc::sim::kExitCheckFailed;
+    return sc::input::kExitCheckFailed;
   }
   if (r.kind == sc::props::RunOutcome::Kind::kGaveUp) {
     std::cout << "the property discards this case (a precondition does not hold): "
               << r.description << "\n";
-    return sc::sim::kExitBadInput;
+    return sc::input::kExitBadInput;
   }
   std::cout << "PASS\n";
-  return sc::sim::kExitOk;
+  return sc::input::kExitOk;
 }
 
 }  // namespace
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     std::cerr << "shardcheck-replay: " << request.path << " failed against Megatron "
               << file.megatron->tree << ": replay it there with scripts/verify-megatron --case "
               << request.path << " (or give --variant to run it on the port)\n";
-    return sc::sim::kExitBadInput;
+    return sc::input::kExitBadInput;
   }
   const std::string variant = request.variant ? *request.variant
                               : file.variant.empty() ? sc::sut::fully_patched().name

@@ -103,7 +103,7 @@ void run_grad_scaler_property(const sut::Behaviour& behaviour) {
   std::unique_ptr<sut::GradScaler> port;
   std::string raised;
   try {
-    port = sim::make_grad_scaler(config, device(), behaviour);
+    port = rig::make_grad_scaler(config, device(), behaviour);
   } catch (const c10::Error& e) {
     raised = e.msg().substr(0, e.msg().find('\n'));
   }
@@ -118,7 +118,7 @@ void run_grad_scaler_property(const sut::Behaviour& behaviour) {
   for (size_t k = 0; k < commands.size(); ++k) {
     if (commands[k] == ScalerCommand::kSaveAndLoad) {
       const sut::GradScalerStateDict sd = port->state_dict();
-      port = sim::make_grad_scaler(config, device(), behaviour);
+      port = rig::make_grad_scaler(config, device(), behaviour);
       port->load_state_dict(sd);
       want.load(want.state());
     } else {

@@ -114,7 +114,7 @@ std::string text(const torch::Tensor& t) {
 }
 
 // A fresh tensor of `s`'s base sizes filled from `rng`, then viewed as `s` says, on `device`.
-torch::Tensor make_tensor(const DrawnShape& s, sim::SplitMix64& rng, torch::Device device) {
+torch::Tensor make_tensor(const DrawnShape& s, rig::SplitMix64& rng, torch::Device device) {
   int64_t n = 1;
   for (int64_t d : s.sizes) n *= d;
   std::vector<float> v(static_cast<size_t>(n));
@@ -141,7 +141,7 @@ std::vector<float> values(const torch::Tensor& t) {
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
-std::vector<float> random_values(size_t n, sim::SplitMix64& rng) {
+std::vector<float> random_values(size_t n, rig::SplitMix64& rng) {
   std::vector<float> v(n);
   for (float& x : v) x = rng.symmetric_unit();
   return v;
@@ -207,7 +207,7 @@ bool dense(const torch::Tensor& t) {
 }
 
 // Parameters (leaves on the device) of the drawn shapes, and their values in logical order.
-void make_params(const std::vector<DrawnShape>& drawn, sim::SplitMix64& rng,
+void make_params(const std::vector<DrawnShape>& drawn, rig::SplitMix64& rng,
                  std::vector<torch::Tensor>& params, std::vector<std::vector<float>>& values_of) {
   for (const DrawnShape& s : drawn) {
     params.push_back(make_tensor(s, rng, device()).requires_grad_(true));
@@ -221,7 +221,7 @@ void run_fused_adam_shapes_property(const sut::Behaviour& behaviour) {
   const std::vector<DrawnShape> drawn = *shapes(/*views=*/true);
   const bool strided_grad = *gen::weighted_choice<bool>({{7, false}, {1, true}});
   const int steps = *rc::gen::inRange(1, 4);
-  sim::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
+  rig::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
   std::vector<torch::Tensor> params;
   std::vector<std::vector<float>> want;
   make_params(drawn, rng, params, want);
@@ -309,11 +309,11 @@ void run_fused_host_adamw_shapes_property(const sut::Behaviour& behaviour) {
   const std::vector<DrawnShape> drawn = *shapes(/*views=*/true);
   const size_t split = *rc::gen::inRange<size_t>(0, drawn.size() + 1);
   const int steps = *rc::gen::inRange(1, 4);
-  sim::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
+  rig::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
   std::vector<torch::Tensor> ours, theirs;
   for (const DrawnShape& s : drawn) {
     const uint64_t seed = rng.next();
-    sim::SplitMix64 a(seed), b(seed);
+    rig::SplitMix64 a(seed), b(seed);
     ours.push_back(make_tensor(s, a, torch::kCPU));
     // Contiguous copies: torch's fused kernel mispairs a strided parameter's elements with its
     // grad's (engines::FusedHostAdamW::step_through_copies), so the logical values are stepped.
@@ -433,7 +433,7 @@ void run_hdo_whole_params_property(const sut::Behaviour& behaviour) {
   d.torch_adamw_on_accelerator = !device().is_cuda() && *rc::gen::arbitrary<bool>();
   d.split = *rc::gen::inRange<size_t>(0, drawn.size() + 1);
   const int steps = *rc::gen::inRange(1, 4);
-  sim::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
+  rig::SplitMix64 rng(*rc::gen::arbitrary<uint64_t>());
   std::vector<torch::Tensor> params;
   std::vector<std::vector<float>> want;
   make_params(drawn, rng, params, want);

@@ -37,7 +37,7 @@ model::StepInputs scaled_inputs(const model::CaseSpec& spec, const gen::Schedule
 }
 
 // The port's loss scaler against the model's, after step `k` (1-based).
-void check_scaler(const sim::RankUnderTest& rig, const model::GradScalerModel& want,
+void check_scaler(const rig::RankUnderTest& rig, const model::GradScalerModel& want,
                   const model::RankPlan& plan, int k, const sut::Behaviour& b) {
   const auto got = rig.grad_scaler_state();
   if (got && *got == want.state()) return;
@@ -64,8 +64,8 @@ void run_found_inf_property(const model::CaseSpec& spec, const gen::Schedule& sc
   const model::TorchCpuKernels kernels = torch_kernels();
   bool skipped = false, overflowed = false;
   for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
-    const auto owned = sim::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/1000 + r);
-    sim::RankUnderTest& rig = *owned;
+    const auto owned = rig::build_rank(target_for(behaviour), spec, inst, r, /*seed=*/1000 + r);
+    rig::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), behaviour);
     const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
     model::RankReference ref(spec, plan, rig.initial_values(), kernels, device().is_cuda());
@@ -155,7 +155,7 @@ bool check_grad_norm(const model::CaseSpec& spec, const model::RankPlan& plan, i
 // One step's report against the model; returns the inputs the reference steps with (clipped
 // by the coefficient of the reported norm). `bounded` turns false where the norm had no bound.
 model::StepInputs check_report(const model::CaseSpec& spec, const model::RankPlan& plan, int step,
-                               const model::StepInputs& in, const sim::StepReport& got,
+                               const model::StepInputs& in, const rig::StepReport& got,
                                double clip_grad, bool log_num_zeros, bool& bounded,
                                const sut::Behaviour& b) {
   if (in.skip) {
@@ -203,8 +203,8 @@ void run_rank_with_grad_stats(const model::CaseSpec& spec, const gen::Schedule& 
                               const std::vector<InjectedGrad>& injected, model::Instance inst,
                               int64_t r, const std::vector<model::BufferLayout>& layouts,
                               const sut::Behaviour& b, GradStatsSeen& seen) {
-  const auto owned = sim::build_rank(target_for(b), spec, inst, r, /*seed=*/1000 + r);
-  sim::RankUnderTest& rig = *owned;
+  const auto owned = rig::build_rank(target_for(b), spec, inst, r, /*seed=*/1000 + r);
+  rig::RankUnderTest& rig = *owned;
   check(check_constructed(rig.construction()), b);
   const model::RankPlan plan = model::plan_rank(spec, layouts, inst, r);
   model::RankReference ref(spec, plan, rig.initial_values(), torch_kernels(), device().is_cuda());

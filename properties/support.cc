@@ -30,11 +30,11 @@ torch::Device device() {
 }
 
 namespace {
-std::optional<sim::MegatronTarget> scoped_tree;  // set by a live RealCodeScope
+std::optional<rig::MegatronTarget> scoped_tree;   // set by a live RealCodeScope
 std::string scoped_name;                          // its name in messages
 }  // namespace
 
-RealCodeScope::RealCodeScope(sim::MegatronTarget tree, std::string name) {
+RealCodeScope::RealCodeScope(rig::MegatronTarget tree, std::string name) {
   scoped_name = name.empty() ? tree.tree : std::move(name);
   scoped_tree = std::move(tree);
 }
@@ -45,11 +45,11 @@ RealCodeScope::~RealCodeScope() {
   configure_generation();
 }
 
-std::optional<sim::MegatronTarget> megatron_tree() {
+std::optional<rig::MegatronTarget> megatron_tree() {
   if (scoped_tree) return scoped_tree;
   const char* tree = std::getenv("SC_MEGATRON_TREE");
   if (tree == nullptr || *tree == '\0') return std::nullopt;
-  return sim::MegatronTarget{tree, false};
+  return rig::MegatronTarget{tree, false};
 }
 
 bool real_code_under_test() {
@@ -122,8 +122,8 @@ std::string under_test(const sut::Behaviour& behaviour) {
 
 const char* tested_side() { return real_code_under_test() ? "megatron" : "port"; }
 
-sim::Target target_for(const sut::Behaviour& behaviour) {
-  sim::Target t{behaviour, device(), std::nullopt};
+rig::Target target_for(const sut::Behaviour& behaviour) {
+  rig::Target t{behaviour, device(), std::nullopt};
   if (real_code_under_test()) t.megatron = megatron_tree();
   return t;
 }
@@ -146,14 +146,14 @@ std::string message_text(const std::string& message) {
 
 // What one step raised, in message_text's words ("" when it returned): the port's c10::Error and
 // the worker's reply say the same thing there.
-std::string step_outcome(sim::RankUnderTest& rank, const model::StepInputs& in) {
+std::string step_outcome(rig::RankUnderTest& rank, const model::StepInputs& in) {
   try {
     rank.step(in);
     rank.model_values();  // the port may run the step's kernels only when something reads
     return "";
   } catch (const c10::Error& e) {
     return message_text(e.msg());
-  } catch (const sim::MegatronRaised& e) {
+  } catch (const rig::MegatronRaised& e) {
     return message_text(e.what());
   }
 }

@@ -20,20 +20,20 @@ const sut::Behaviour& variant_under_test();
 torch::Device device();
 
 // The Megatron tree named by SC_MEGATRON_TREE, or nullopt.
-std::optional<sim::MegatronTarget> megatron_tree();
+std::optional<rig::MegatronTarget> megatron_tree();
 // Whether the properties run against real Megatron code: SC_SUT=megatron (with a tree in
 // SC_MEGATRON_TREE) rather than the port (SC_SUT unset or "port"). Exits 2 on any other value,
 // or on "megatron" without a tree.
 bool real_code_under_test();
 // The system under test for the port variant `behaviour`: the port, or the Megatron tree, whose
 // code then stands in for the variant (`behaviour` only names it in reports).
-sim::Target target_for(const sut::Behaviour& behaviour);
+rig::Target target_for(const sut::Behaviour& behaviour);
 // While alive, properties run against real Megatron code from `tree` whatever SC_SUT says (the
 // benchmarks time both systems in one run; a review runs two trees), named `name` in messages
 // (default: the tree's folder).
 class RealCodeScope {
  public:
-  explicit RealCodeScope(sim::MegatronTarget tree, std::string name = "");
+  explicit RealCodeScope(rig::MegatronTarget tree, std::string name = "");
   ~RealCodeScope();
   RealCodeScope(const RealCodeScope&) = delete;
   RealCodeScope& operator=(const RealCodeScope&) = delete;
@@ -51,7 +51,7 @@ const char* tested_side();
 // Runs one step of `rank` to completion: "" when it returned, else what it raised, as the first
 // line of the message without a leading exception type (the port's c10::Error and the real code's
 // "RuntimeError: ..." then read alike).
-std::string step_outcome(sim::RankUnderTest& rank, const model::StepInputs& in);
+std::string step_outcome(rig::RankUnderTest& rank, const model::StepInputs& in);
 // Sets up case generation: with SC_TRANSFORMER_ENGINE=off every case is drawn in the configuration
 // without Transformer Engine, else (unset or "on") a quarter of them are. Exits 2 on any other
 // value. Call once, before any property.

@@ -21,8 +21,8 @@ namespace {
 
 using Passes = std::vector<std::vector<std::vector<float>>>;  // per pass, per case parameter
 
-sim::Target training_target(const sut::Behaviour& b) {
-  sim::Target t = target_for(b);
+rig::Target training_target(const sut::Behaviour& b) {
+  rig::Target t = target_for(b);
   t.training_loop = true;
   return t;
 }
@@ -50,9 +50,9 @@ std::string when(model::Instance inst, int64_t rank, int step) {
 
 // Each observed parameter is a trainable leaf whose `.grad` DDP's hook dropped, and its main_grad
 // holds the model's sum of `passes` since the last zeroing.
-Violation check_grads(const model::CaseSpec& c, const std::vector<sim::ObservedGrad>& got,
+Violation check_grads(const model::CaseSpec& c, const std::vector<rig::ObservedGrad>& got,
                       const Passes& passes, const std::string& at) {
-  for (const sim::ObservedGrad& o : got) {
+  for (const rig::ObservedGrad& o : got) {
     const std::string name = at + ", " + c.params.at(static_cast<size_t>(o.param)).name;
     if (!o.requires_grad) return name + ": no longer requires grad (detached from autograd)";
     if (!o.is_leaf) return name + ": no longer a leaf";
@@ -67,8 +67,8 @@ Violation check_grads(const model::CaseSpec& c, const std::vector<sim::ObservedG
 }
 
 void grads_reach_main_grads(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                            const sut::Behaviour& b, sim::RankUnderTest& rig,
-                            model::Instance inst, int64_t r, const model::RankPlan& plan) {
+                            const sut::Behaviour& b, rig::RankUnderTest& rig, model::Instance inst,
+                            int64_t r, const model::RankPlan& plan) {
   model::RankReference ref(spec, plan, rig.initial_values(), torch_kernels(),
                            device().is_cuda());
   for (size_t k = 0; k < schedule.steps.size(); ++k) {
@@ -89,7 +89,7 @@ void grads_reach_main_grads(const model::CaseSpec& spec, const gen::Schedule& sc
 }
 
 void zero_grad_clears(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                      const sut::Behaviour& b, sim::RankUnderTest& rig, model::Instance inst,
+                      const sut::Behaviour& b, rig::RankUnderTest& rig, model::Instance inst,
                       int64_t r) {
   const size_t n = schedule.steps.size();
   Passes g;
@@ -112,8 +112,8 @@ void run_training_property(const model::CaseSpec& spec, const gen::Schedule& sch
   RC_PRE(!schedule.steps.empty());
   for_checked_ranks(spec, [&](model::Instance inst, int64_t r, const auto& layouts) {
     const auto owned =
-        sim::build_rank(training_target(behaviour), spec, inst, r, /*seed=*/1000 + r);
-    sim::RankUnderTest& rig = *owned;
+        rig::build_rank(training_target(behaviour), spec, inst, r, /*seed=*/1000 + r);
+    rig::RankUnderTest& rig = *owned;
     check(check_constructed(rig.construction()), behaviour);
     if (claim == TrainingClaim::kGradsReachMainGrads) {
       grads_reach_main_grads(spec, schedule, behaviour, rig, inst, r,

@@ -1,4 +1,4 @@
-// Bodies of the training-loop properties: the rank built as training builds it (sim::Target's
+// Bodies of the training-loop properties: the rank built as training builds it (rig::Target's
 // training_loop), gradients delivered by a forward and backward pass through DDP's hooks, and
 // the claims that follow from training (model/training.h predicts every main grad).
 #pragma once

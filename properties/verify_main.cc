@@ -45,54 +45,56 @@ struct Request {
 };
 
 template <std::vector<std::string> Request::*list>
-std::optional<std::string> add_to(const sc::sim::OptionArg& arg, Request& request) {
+std::optional<std::string> add_to(const sc::input::OptionArg& arg, Request& request) {
   (request.*list).push_back(arg.value);
   return std::nullopt;
 }
 
 // The options of shardcheck-verify, in the order of its usage text.
-const sc::sim::Option<Request> kOptions[] = {
+const sc::input::Option<Request> kOptions[] = {
     {"tree", "DIR", "a Megatron-LM tree (it holds megatron/core), run as the system under test",
-     sc::sim::set_text<Request, &Request::tree>},
+     sc::input::set_text<Request, &Request::tree>},
     {"json", nullptr, "one JSON object instead of the text report",
-     sc::sim::set_flag<Request, &Request::json>},
-    {"only", "NAME", "this property alone (Suite.Name)", sc::sim::set_text<Request, &Request::only>},
+     sc::input::set_flag<Request, &Request::json>},
+    {"only", "NAME", "this property alone (Suite.Name)",
+     sc::input::set_text<Request, &Request::only>},
     {"name", "TREE", "the tree as its user named it, for the report and the case files (DIR)",
-     sc::sim::set_text<Request, &Request::name>},
-    {"commit", "C", "the tree's commit, for the report", sc::sim::set_text<Request, &Request::commit>},
+     sc::input::set_text<Request, &Request::name>},
+    {"commit", "C", "the tree's commit, for the report",
+     sc::input::set_text<Request, &Request::commit>},
     {"patch", "FILE", "a patch applied to the tree, for the report (repeatable)",
      add_to<&Request::patches>},
     {"replay", "CMD", "the command that replays a failure (RC_PARAMS=\"reproduce=...\" CMD)",
-     sc::sim::set_text<Request, &Request::replay>},
+     sc::input::set_text<Request, &Request::replay>},
     {"case-replay", "CMD", "the command that replays a failure's case file (CMD FILE)",
-     sc::sim::set_text<Request, &Request::case_replay>},
+     sc::input::set_text<Request, &Request::case_replay>},
     {"run-dir", "DIR", "where failures' case files are kept (a fresh folder)",
-     sc::sim::set_text<Request, &Request::run_dir>},
+     sc::input::set_text<Request, &Request::run_dir>},
     {"after-tree", "DIR", "review: the tree with the fix applied as well",
-     sc::sim::set_text<Request, &Request::after_tree>},
-    {"fix", "FILE", "review: the patch under review", sc::sim::set_text<Request, &Request::fix>},
+     sc::input::set_text<Request, &Request::after_tree>},
+    {"fix", "FILE", "review: the patch under review", sc::input::set_text<Request, &Request::fix>},
     {"after-replay", "CMD", "review: --replay for the tree with the fix",
-     sc::sim::set_text<Request, &Request::after_replay>},
+     sc::input::set_text<Request, &Request::after_replay>},
     {"left-out", "TEXT", "review: a patch left out of the base, and why (repeatable)",
      add_to<&Request::left_out>},
     {"fixes", "FN", "review: a finding the patch claims to fix (repeatable)",
      add_to<&Request::fixes>},
     {"regressions", "DIR", "review: the findings' regression cases (fN_*.json)",
-     sc::sim::set_text<Request, &Request::regressions>},
+     sc::input::set_text<Request, &Request::regressions>},
     {"claim-failed", "TEXT", "review: a claim found not to hold elsewhere (repeatable)",
      add_to<&Request::claim_failed>},
 };
 
 const std::string kUsage =
     "usage: shardcheck-verify --tree DIR [options]\n" +
-    sc::sim::option_help(sc::sim::texts_of(kOptions), {19, ' '}) +
+    sc::input::option_help(sc::input::texts_of(kOptions), {19, ' '}) +
     "RC_PARAMS sets the cases and the seed. Exit status: 0 every property passes (a review:\n"
     "nothing newly failing and every claim holds), 1 otherwise, 2 bad input or a tree the\n"
     "worker cannot serve.\n";
 
 int usage(const std::string& why) {
   std::cerr << "shardcheck-verify: " << why << "\n" << kUsage;
-  return sc::sim::kExitBadInput;
+  return sc::input::kExitBadInput;
 }
 
 std::optional<std::string> review_problem(const Request& r) {
@@ -113,10 +115,10 @@ std::optional<std::string> review_problem(const Request& r) {
 std::variant<Request, int> parse(const std::vector<std::string>& args) {
   Request r;
   bool help = false;
-  if (auto why = sc::sim::apply_args(args, kOptions, r, help)) return usage(*why);
+  if (auto why = sc::input::apply_args(args, kOptions, r, help)) return usage(*why);
   if (help) {
     std::cout << kUsage;
-    return sc::sim::kExitOk;
+    return sc::input::kExitOk;
   }
   if (r.tree.empty()) return usage("no --tree given");
   if (auto why = review_problem(r)) return usage(*why);
@@ -141,7 +143,7 @@ std::string label(const TreeRun& run) { return sc::props::real_code_label(run.na
 void describe(const Side& side) {
   setenv("SC_MEGATRON_NAME", side.run.name.c_str(), 1);
   setenv("SC_MEGATRON_COMMIT", side.run.commit.c_str(), 1);
-  setenv("SC_MEGATRON_PATCHES", sc::sim::join(side.run.patches, "\n").c_str(), 1);
+  setenv("SC_MEGATRON_PATCHES", sc::input::join(side.run.patches, "\n").c_str(), 1);
   setenv("SC_CASE_DIR", side.case_dir.c_str(), 1);
 }
 
@@ -227,7 +229,7 @@ std::optional<bool> case_fails(const sc::props::CaseFile& file) {
       [&] {
         try {
           p->check(file.inputs, *b);
-        } catch (const sc::sim::NotRunAgainstRealCode&) {
+        } catch (const sc::rig::NotRunAgainstRealCode&) {
           not_run = true;
         }
       },
@@ -297,17 +299,17 @@ sc::props::Review review_of(const Side& before, const Side& after, const Request
 
 // What ran on a stand-in rather than on Megatron's own code, in the worker's words.
 std::vector<std::string> stand_ins(const std::string& tree) {
-  const nlohmann::json& hello = sc::sim::MegatronWorker::of({tree, false}).hello();
+  const nlohmann::json& hello = sc::rig::MegatronWorker::of({tree, false}).hello();
   return hello.value("stand_ins", std::vector<std::string>());
 }
 
 // The worker can serve `tree`, or the exit status after saying why not.
 std::optional<int> unservable(const std::string& tree) {
   try {
-    sc::sim::MegatronWorker::of({tree, false}).hello();
-  } catch (const sc::sim::MegatronUnavailable& e) {
+    sc::rig::MegatronWorker::of({tree, false}).hello();
+  } catch (const sc::rig::MegatronUnavailable& e) {
     std::cerr << "shardcheck-verify: --tree " << tree << ": " << e.what() << "\n";
-    return sc::sim::kExitBadInput;
+    return sc::input::kExitBadInput;
   }
   return std::nullopt;
 }
@@ -333,9 +335,9 @@ int run_once(const Request& r, const std::string& run_dir) {
   for (const Outcome& o : side.run.outcomes) {
     if (!o.failed()) continue;
     if (!r.json) std::cout << "cases of the failures: " << run_dir << "\n";
-    return sc::sim::kExitCheckFailed;
+    return sc::input::kExitCheckFailed;
   }
-  return sc::sim::kExitOk;
+  return sc::input::kExitOk;
 }
 
 int run_review(const Request& r, const std::string& run_dir) {
@@ -355,7 +357,7 @@ int run_review(const Request& r, const std::string& run_dir) {
     sc::props::print_review(std::cout, review, skipped);
     std::cout << "cases of the failures: " << run_dir << "\n";
   }
-  return review.failed() ? sc::sim::kExitCheckFailed : sc::sim::kExitOk;
+  return review.failed() ? sc::input::kExitCheckFailed : sc::input::kExitOk;
 }
 
 }  // namespace

@@ -279,7 +279,7 @@ void print_review(std::ostream& out, const Review& review,
       if (v != Verdict::kNotRun) out << "  (" << p.after.run.cases << " cases after)";
       if (v == Verdict::kNotRun) out << ": not in the reproduce string";
       if (!p.findings.empty()) {
-        out << "  reproduces the regression case of " << sim::join(p.findings, ", ");
+        out << "  reproduces the regression case of " << input::join(p.findings, ", ");
       }
       out << "\n";
       if (v == Verdict::kNewlyFailing || v == Verdict::kStillFailing) print_failure(out, p.after);

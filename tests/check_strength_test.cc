@@ -70,10 +70,10 @@ TEST(CheckStrength, RangeCheckKillsMutantMeg03) {
   const model::CaseSpec c = mixed_case();
   const auto ls = model::full_param_layout(c);
   const auto plan = model::plan_rank(c, ls, model::Instance::kDense, 1);
-  const auto good = sim::run_rank(c, model::Instance::kDense, 1, sut::fully_patched(), kCpu, 1);
+  const auto good = rig::run_rank(c, model::Instance::kDense, 1, sut::fully_patched(), kCpu, 1);
   EXPECT_FALSE(check_ranges(plan, good));
   const auto bad =
-      sim::run_rank(c, model::Instance::kDense, 1, *sut::behaviour_by_name("MEG-03"), kCpu, 1);
+      rig::run_rank(c, model::Instance::kDense, 1, *sut::behaviour_by_name("MEG-03"), kCpu, 1);
   const Violation v = check_ranges(plan, bad);
   ASSERT_TRUE(v);
   EXPECT_NE(v->find("world range"), std::string::npos) << *v;
@@ -84,17 +84,17 @@ TEST(CheckStrength, InstalledCheckKillsUpstreamAndMutantsMeg01Meg02) {
   const auto ls = model::full_param_layout(c);
   const auto plan = model::plan_rank(c, ls, model::Instance::kDense, 0);
   EXPECT_FALSE(check_installed(
-      c, plan, sim::run_rank(c, model::Instance::kDense, 0, sut::fully_patched(), kCpu, 1)));
+      c, plan, rig::run_rank(c, model::Instance::kDense, 0, sut::fully_patched(), kCpu, 1)));
   for (const char* name : {"upstream", "MEG-01"}) {
     const Violation v = check_installed(
         c, plan,
-        sim::run_rank(c, model::Instance::kDense, 0, *sut::behaviour_by_name(name), kCpu, 1));
+        rig::run_rank(c, model::Instance::kDense, 0, *sut::behaviour_by_name(name), kCpu, 1));
     ASSERT_TRUE(v) << name;
     EXPECT_NE(v->find("must be a leaf"), std::string::npos) << *v;
   }
   const Violation v = check_installed(
       c, plan,
-      sim::run_rank(c, model::Instance::kDense, 0, *sut::behaviour_by_name("MEG-02"), kCpu, 1));
+      rig::run_rank(c, model::Instance::kDense, 0, *sut::behaviour_by_name("MEG-02"), kCpu, 1));
   ASSERT_TRUE(v);
   EXPECT_NE(v->find("model_param_group_index_map"), std::string::npos) << *v;
 }
@@ -103,9 +103,9 @@ TEST(CheckStrength, ConstructionCheckKillsUpstreamWithOffload) {
   model::CaseSpec c = mixed_case();
   c.cpu_offload = true;
   EXPECT_FALSE(check_constructed(
-      sim::run_rank(c, model::Instance::kDense, 0, sut::fully_patched(), kCpu, 1)));
-  EXPECT_TRUE(check_constructed(
-      sim::run_rank(c, model::Instance::kDense, 0, sut::upstream(), kCpu, 1)));
+      rig::run_rank(c, model::Instance::kDense, 0, sut::fully_patched(), kCpu, 1)));
+  EXPECT_TRUE(
+      check_constructed(rig::run_rank(c, model::Instance::kDense, 0, sut::upstream(), kCpu, 1)));
 }
 
 TEST(CheckStrength, FailingRanksCheckRejectsAVariantThatDoesNotFail) {
@@ -114,10 +114,10 @@ TEST(CheckStrength, FailingRanksCheckRejectsAVariantThatDoesNotFail) {
   const auto ls = model::full_param_layout(c);
   const auto predicted = model::upstream_failing_ranks(c, ls, model::Instance::kDense);
   ASSERT_FALSE(predicted.empty());
-  std::vector<sim::RankObservation> up, fixed;
+  std::vector<rig::RankObservation> up, fixed;
   for (int64_t r = 0; r < c.dp; ++r) {
-    up.push_back(sim::run_rank(c, model::Instance::kDense, r, sut::upstream(), kCpu, 1));
-    fixed.push_back(sim::run_rank(c, model::Instance::kDense, r, sut::fully_patched(), kCpu, 1));
+    up.push_back(rig::run_rank(c, model::Instance::kDense, r, sut::upstream(), kCpu, 1));
+    fixed.push_back(rig::run_rank(c, model::Instance::kDense, r, sut::fully_patched(), kCpu, 1));
   }
   EXPECT_FALSE(check_failing_ranks(predicted, up));
   EXPECT_TRUE(check_failing_ranks(predicted, fixed));

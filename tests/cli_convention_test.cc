@@ -20,8 +20,8 @@ Outcome run(const std::string& command) { return sc::testing::run_command(comman
 const std::string kSeedCase = std::string(SC_SOURCE_DIR) + "/cases/seed_nonleaf_fp32_shard.json";
 
 TEST(CliConvention, SplitArgsJoinsBothFormsAndNamesTheBadArgument) {
-  using sc::sim::Arg;
-  using sc::sim::split_args;
+  using sc::input::Arg;
+  using sc::input::split_args;
   auto both = split_args({"--a=1", "--a", "2", "-h", "file", "--f"}, {"a"}, {"f"});
   ASSERT_TRUE(std::holds_alternative<std::vector<Arg>>(both));
   const auto& args = std::get<std::vector<Arg>>(both);

@@ -230,7 +230,7 @@ TEST(CliEveryOption, ShardcheckProperties) {
   const std::string flagfile = ::testing::TempDir() + "/every_option.flags";
   std::ofstream(flagfile) << "--gtest_filter=ShardBuilderModel.*\n";
   expect_both_forms(SC_PROPERTIES_EXE, "--gtest_list_tests --gtest_filter=ShardBuilderModel.*",
-                    sc::sim::kGoogleTestValueFlags,
+                    sc::input::kGoogleTestValueFlags,
                     {{"--gtest_filter", "ShardBuilderModel.*"},
                      {"--gtest_repeat", "1"},
                      {"--gtest_output", "json:" + ::testing::TempDir() + "/every_option.json"},
@@ -243,7 +243,7 @@ TEST(CliEveryOption, ShardcheckProperties) {
 #ifdef SC_BENCH_EXE
 TEST(CliEveryOption, ShardcheckBench) {
   expect_both_forms(SC_BENCH_EXE, "--benchmark_list_tests --benchmark_filter=BM_Limit_HostTriad",
-                    sc::sim::kGoogleBenchmarkValueFlags,
+                    sc::input::kGoogleBenchmarkValueFlags,
                     {{"--benchmark_filter", "BM_Limit_HostTriad"},
                      {"--benchmark_min_time", "0.01"},
                      {"--benchmark_repetitions", "1"},

@@ -10,7 +10,7 @@
 #include "sim/app/cli.h"
 #include "sim/app/jobs.h"
 
-namespace sc::sim {
+namespace sc::app {
 namespace {
 
 struct CliRun {
@@ -451,11 +451,11 @@ TEST(Cli, TensorModeRefusesAWorldAboveTheMemoryBudgetBeforeBuildingIt) {
   const CliOptions o;
   auto refused_at = [&](int64_t scale) {
     auto model = load_model(o, scale);
-    EXPECT_TRUE(std::holds_alternative<ModelInventory>(model));
-    auto world = checked_world(o, std::get<ModelInventory>(model));
-    EXPECT_TRUE(std::holds_alternative<WorldSizes>(world));
-    return memory_budget_refusal(o, std::get<ModelInventory>(model),
-                                 std::get<WorldSizes>(world), scale, int64_t{8} << 30)
+    EXPECT_TRUE(std::holds_alternative<input::ModelInventory>(model));
+    auto world = checked_world(o, std::get<input::ModelInventory>(model));
+    EXPECT_TRUE(std::holds_alternative<input::WorldSizes>(world));
+    return memory_budget_refusal(o, std::get<input::ModelInventory>(model),
+                                 std::get<input::WorldSizes>(world), scale, int64_t{8} << 30)
         .has_value();
   };
   EXPECT_FALSE(refused_at(suggested));
@@ -484,4 +484,4 @@ TEST(Cli, LayoutOnlyAllocatesNoTensorsAtFullSizeWhateverTheBudget) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::app

@@ -16,7 +16,7 @@ namespace {
 
 TEST(FusedAdamKernel, MatchesTheCpuKernelBitForBit_CUDA) {
   SC_REQUIRE_CUDA();
-  sim::SplitMix64 rng(17);
+  rig::SplitMix64 rng(17);
   // Sizes around the kernel's chunk of 4096 and more tensors than one launch holds (64), with
   // zero-size tensors in the middle and at the end (PT-01).
   std::vector<int64_t> sizes{1, 7, 4095, 4096, 4097, 0, 10000};

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace sc::sim {
+namespace sc::input {
 namespace {
 
 std::string read(const std::string& path) {
@@ -307,4 +307,4 @@ TEST(InventoryFile, TpSplitDefaultsByNameAndAFileMayOverrideIt) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::input

@@ -31,7 +31,7 @@
 #include "sim/app/multiprocess.h"
 #include "sim/rig/rng.h"
 
-namespace sc::sim {
+namespace sc::app {
 namespace {
 
 // The wall-time bounds below hold for the ordinary build; under AddressSanitizer (scripts/test's
@@ -176,7 +176,7 @@ TEST(GradPart, PartsSumToTheGradientInEveryOrder) {
   std::vector<float> values{0.0f, -0.0f, 1.0f, -1.0f, 1.0f + 0x1p-23f, -3.0f * 0x1p-120f,
                             0x1p-149f, -0x1.fffffcp-127f, 3.4028235e38f, -INFINITY,
                             std::nanf("")};
-  SplitMix64 rng(7);
+  rig::SplitMix64 rng(7);
   for (int i = 0; i < 2000; ++i) {
     const uint32_t u = static_cast<uint32_t>(rng.next());
     float f;
@@ -558,4 +558,4 @@ TEST(MultiProcessProperty, FailsWhenTheExpertBucketsUseTheDenseGroup) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::app

@@ -24,7 +24,7 @@ std::vector<float> edge_and_random_floats() {
                        1e-45f, 3.0e38f, std::numeric_limits<float>::infinity(),
                        std::numeric_limits<float>::quiet_NaN(), 1.00390625f, 1.001953125f,
                        1.0009765625f, 0.33333334f};
-  sim::SplitMix64 rng(7);
+  rig::SplitMix64 rng(7);
   for (int i = 0; i < 20000; ++i) {
     const uint32_t bits = static_cast<uint32_t>(rng.next());
     float f;
@@ -60,9 +60,9 @@ TEST(Numerics, Fp16RoundingMatchesLibTorch) {
 TEST(Numerics, LibTorchAdamWIsReproducedBitForBit) {
   // The probe itself compares 3 steps over 1037 elements; here: several hyper-parameter sets,
   // sizes around vector widths, and the mode it found.
-  const auto mode = sim::torch_cpu_fma_mode();
+  const auto mode = rig::torch_cpu_fma_mode();
   ASSERT_TRUE(mode) << "neither FMA mode reproduces LibTorch's AdamW on this machine";
-  sim::SplitMix64 rng(11);
+  rig::SplitMix64 rng(11);
   for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000}) {
     for (const model::AdamWHyper& h :
          {model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.0}, model::AdamWHyper{0.1, 0.5, 0.75, 1e-6, 0.3}}) {
@@ -78,7 +78,7 @@ TEST(Numerics, LibTorchAdamWIsReproducedBitForBit) {
         for (float& x : g) x = rng.symmetric_unit();
         t.mutable_grad() = torch::tensor(g);
         opt.step();
-        model::adamw_step_torch(p, g, s, h, *mode, &sim::torch_tensor_sqrt);
+        model::adamw_step_torch(p, g, s, h, *mode, &rig::torch_tensor_sqrt);
       }
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(t[i].item<float>(), p[i]) << "n=" << n << " i=" << i << " lr=" << h.lr;
@@ -88,7 +88,7 @@ TEST(Numerics, LibTorchAdamWIsReproducedBitForBit) {
 }
 
 TEST(Numerics, PortFusedAdamKernelEqualsTheModelsFusedOrder) {
-  sim::SplitMix64 rng(3);
+  rig::SplitMix64 rng(3);
   for (int64_t n : {1, 7, 8, 9, 100}) {
     std::vector<float> p(n), q, m(n, 0), v(n, 0);
     for (float& x : p) x = rng.symmetric_unit();
@@ -111,7 +111,7 @@ TEST(Numerics, PortFusedAdamKernelEqualsTheModelsFusedOrder) {
 TEST(Numerics, Fp32EmulationsStayCloseToTheFp64Oracle) {
   // Sanity of the emulations themselves: 8 steps of each stay within 2^-16 relative (plus
   // lr * 2^-16 absolute) of the fp64 oracle on values of order 1.
-  sim::SplitMix64 rng(5);
+  rig::SplitMix64 rng(5);
   const int64_t n = 257;
   std::vector<float> a(n), b;
   for (float& x : a) x = rng.symmetric_unit();
@@ -157,7 +157,7 @@ TEST(RemainderFormat, SplitJoinIsLosslessAndTheHalfFollowsTheModel) {
       xs.push_back(from_bits(hi << 16 | lo));
     }
   }
-  sim::SplitMix64 rng(7);
+  rig::SplitMix64 rng(7);
   for (int k = 0; k < 2000; ++k) {
     const float x = from_bits(static_cast<uint32_t>(rng.next()));
     if (!std::isnan(x)) xs.push_back(x);

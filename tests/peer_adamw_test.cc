@@ -146,7 +146,7 @@ void expect_bit_for_bit(const Values& got, const Values& want, const std::string
 }
 
 sc::model::TorchCpuKernels probed_kernels() {
-  const std::optional<sc::model::TorchCpuKernels> kernels = sc::sim::torch_cpu_kernels();
+  const std::optional<sc::model::TorchCpuKernels> kernels = sc::rig::torch_cpu_kernels();
   if (!kernels) ADD_FAILURE() << "no emulation reproduces this torch's CPU AdamW kernels";
   return kernels.value_or(sc::model::TorchCpuKernels{});
 }

@@ -63,8 +63,8 @@ std::string step_after_load_mapped_to_host(const char* variant, bool inspect) {
   c.cpu_offload = true;
   c.offload_fraction = 0.0;
   const Behaviour b = *behaviour_by_name(variant);
-  sim::RankRig a(c, model::Instance::kDense, 0, b, kCpu, 1);
-  sim::RankRig z(c, model::Instance::kDense, 0, b, kCpu, 2);
+  rig::RankRig a(c, model::Instance::kDense, 0, b, kCpu, 1);
+  rig::RankRig z(c, model::Instance::kDense, 0, b, kCpu, 2);
   model::StepInputs in;
   in.grads = {{0.5f}, {-0.25f}};
   in.group_hyper = {model::AdamWHyper{1e-3, 0.9, 0.999, 1e-8, 0.0}};

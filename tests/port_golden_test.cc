@@ -9,7 +9,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/devices.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 model::ParamSpec param(const std::string& name, std::vector<int64_t> shape,
@@ -137,4 +137,4 @@ TEST(PortGolden, OffloadSplitIsAGreedyPrefixTestedBeforeAdding) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

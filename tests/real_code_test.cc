@@ -26,7 +26,7 @@
 #include "sim/rig/megatron_worker.h"
 #include "tests/support/command.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 namespace fs = std::filesystem;
@@ -542,13 +542,13 @@ TEST_F(RealCode, PythonRaisingIsAnErrorReplyAndTheWorkerGoesOn) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig
 
 // A release as its users get it: verify-megatron megatron-core==X has scripts/megatron-release
 // fetch the release with pip into a cache, check it against the registry's sha256 and unpack it
 // as a tree, which then runs as any TREE does, named megatron-core==X. These reach the registry
 // through pip; where none is reachable they are skipped, saying so.
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 // The environment of a release run: the cache under `cache`, pip from the interpreter the build
@@ -662,4 +662,4 @@ TEST_F(RealCode, AReleaseFileThatIsNotTheRegistrysIsRefused) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -88,8 +88,8 @@ TEST(Registry, TheDocsTableIsTheRegistrys) {
 
 // The capability table of docs/real-megatron.md is the rig's (sim/rig/capabilities.h).
 TEST(Registry, TheCapabilityTableIsTheRigs) {
-  EXPECT_TRUE(docs_table_is("real-megatron.md", "capability-table",
-                            sim::capability_table_markdown()));
+  EXPECT_TRUE(
+      docs_table_is("real-megatron.md", "capability-table", rig::capability_table_markdown()));
 }
 
 // The tables of docs/variants-and-mutants.md are the deviation table's (sim/port/deviation.h).
@@ -104,7 +104,7 @@ TEST(Registry, TheVariantTablesAreTheDeviationTables) {
 // Every capability is needed by some property (no row is dead), and a property that needs one
 // the real code lacks does not run there, in that capability's words.
 TEST(Registry, CapabilitiesDecideWhatRunsAgainstRealCode) {
-  for (const sim::CapabilityInfo& c : sim::all_capabilities()) {
+  for (const rig::CapabilityInfo& c : rig::all_capabilities()) {
     bool needed = false;
     for (const Property& p : all_properties()) {
       if (std::find(p.needs.begin(), p.needs.end(), c.id) == p.needs.end()) continue;

@@ -10,7 +10,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 // 1 + 2^-8 is not a bf16 value: autograd delivers it rounded to the bf16 parameter's dtype.
@@ -64,4 +64,4 @@ TEST(TrainingPort, TheZeroGradMutantKeepsAnExpertParamsMainGrad) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

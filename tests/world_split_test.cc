@@ -12,7 +12,7 @@
 
 #include "sim/input/scenario.h"
 
-namespace sc::sim {
+namespace sc::input {
 namespace {
 
 using Layers = std::vector<std::vector<std::pair<int, int>>>;  // [stage][chunk]
@@ -274,4 +274,4 @@ TEST(TensorParallel, ATpThatDoesNotDivideASplitDimensionIsNamed) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::input

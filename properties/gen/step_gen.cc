@@ -56,7 +56,7 @@ rc::Gen<Schedule> zero_lr_schedule(const model::CaseSpec& spec, int max_steps) {
 
 model::StepInputs materialise(const model::CaseSpec& spec, const StepDraw& draw) {
   model::StepInputs in;
-  sim::SplitMix64 rng(draw.grad_seed);
+  rig::SplitMix64 rng(draw.grad_seed);
   for (size_t i = 0; i < spec.params.size(); ++i) {
     std::vector<float> g(static_cast<size_t>(spec.params[i].numel()));
     const float scale = draw.kinds[i] == GradKind::kTiny    ? 1e-6f

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace sc::sim {
+namespace sc::app {
 
 std::string short_what(const std::exception& error) {
   const auto* c10e = dynamic_cast<const c10::Error*>(&error);
@@ -106,4 +106,4 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Env& env, std::chrono::milli
   }
 }
 
-}  // namespace sc::sim
+}  // namespace sc::app

@@ -19,7 +19,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-namespace sc::sim {
+namespace sc::app {
 
 // The first line of an exception's message, without LibTorch's backtrace.
 std::string short_what(const std::exception& error);
@@ -87,4 +87,4 @@ void store_set(c10d::Store& store, const std::string& key, const std::string& va
 c10::intrusive_ptr<c10d::Store> connect_store(const Env& env, std::chrono::milliseconds timeout,
                                               double timeout_s);
 
-}  // namespace sc::sim
+}  // namespace sc::app

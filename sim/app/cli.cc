@@ -28,7 +28,7 @@
 #include "sim/port/device.h"
 #include "sim/rig/rank_rig.h"
 
-namespace sc::sim {
+namespace sc::app {
 
 using picture::draw_html;
 using picture::draw_svg;
@@ -81,9 +81,9 @@ void predict_outcome(const sut::Behaviour& behaviour, const model::CaseSpec& spe
 void compare_with_reference(const CliOptions& options, torch::Device device,
                             const model::CaseSpec& spec, const model::RankPlan& plan,
                             JobRank& rank, RankOutcome& row) {
-  const auto kernels = torch_cpu_kernels();
+  const auto kernels = rig::torch_cpu_kernels();
   if (options.steps == 0 || !kernels) return;
-  RankRig& rig = rank.rig();
+  rig::RankRig& rig = rank.rig();
   model::RankReference ref(spec, plan, rig.initial_values(), *kernels, device.is_cuda());
   for (int k = 0; k < options.steps; ++k) ref.step(rank.step(k));
   row.max_diff = 0.0;
@@ -127,7 +127,7 @@ void evaluate(const CliOptions& options, const sut::Behaviour& behaviour, torch:
     return;
   }
   JobRank port(spec, inst, rank, behaviour, device, options.seed);
-  const RankObservation& obs = port.rig().construction();
+  const rig::RankObservation& obs = port.rig().construction();
   row.accel_bytes += obs.accel_bytes;
   row.host_bytes += obs.host_bytes;
   if (!port.ok()) {
@@ -248,7 +248,7 @@ void print_table(std::ostream& out, const CliOptions& options, int64_t scale,
 }
 
 // The pipeline split in the header: " layout=L", " first_stage_layers=N ...", or nothing (even).
-std::string pipeline_split(const WorldSizes& world) {
+std::string pipeline_split(const input::WorldSizes& world) {
   std::string s;
   if (!world.pipeline_layout.empty()) s += " pipeline_layout=" + world.pipeline_layout;
   if (world.first_stage_layers > 0) {
@@ -287,7 +287,7 @@ std::variant<ResolvedWorld, std::string> prepare_world(const CliOptions& options
 
 // The configuration line that heads the output.
 std::string run_header(const CliOptions& options, const ResolvedWorld& world) {
-  const WorldSizes& w = world.sizes;
+  const input::WorldSizes& w = world.sizes;
   std::ostringstream fraction;
   fraction << options.offload_fraction;
   return "SEED=" + std::to_string(options.seed) + " model=" + world.model.name +
@@ -302,7 +302,7 @@ std::string run_header(const CliOptions& options, const ResolvedWorld& world) {
          " offload=" + (options.offload ? "on" : "off") + " offload_fraction=" + fraction.str() +
          " precision_aware=" + (options.precision_aware ? "on" : "off") +
          " device=" + (world.device.is_cuda() ? "cuda" : "cpu") + " torch=" + sut::torch_version() +
-         " variants=" + join(options.variants, ",");
+         " variants=" + input::join(options.variants, ",");
 }
 
 // The message when a picture file (--svg, --html) cannot be opened for writing, else nothing.
@@ -317,7 +317,7 @@ std::optional<std::string> unwritable_picture_file(const CliOptions& options) {
 
 // The main job's rows: every variant, stage and DP rank, each instance evaluated.
 std::vector<RankOutcome> compute_rows(const CliOptions& options, const ResolvedWorld& world) {
-  const WorldSizes& w = world.sizes;
+  const input::WorldSizes& w = world.sizes;
   std::vector<RankOutcome> rows;
   for (const std::string& vname : options.variants) {
     const sut::Behaviour behaviour = *sut::behaviour_by_name(vname);
@@ -378,7 +378,7 @@ int check_determinism(const CliOptions& options, const ResolvedWorld& world,
 // written, else nothing.
 std::optional<std::string> write_pictures(const CliOptions& options, const ResolvedWorld& world,
                                           const std::string& header, const std::vector<RankOutcome>& rows) {
-  const WorldSizes& w = world.sizes;
+  const input::WorldSizes& w = world.sizes;
   PictureInput pic;
   pic.title = "shardcheck-sim: " + world.model.name + ", TP " + std::to_string(w.tp) + " PP " +
               std::to_string(w.pp) + " VPP " + std::to_string(w.vpp) + " EP " +
@@ -472,4 +472,4 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
 }
 
-}  // namespace sc::sim
+}  // namespace sc::app

@@ -9,11 +9,11 @@
 
 #include "sim/app/options.h"
 
-namespace sc::sim {
+namespace sc::app {
 
 // Runs the main job; returns the process exit status (0 when the job ran, 2 on bad input).
 int run_cli(const CliOptions& options, std::ostream& out, std::ostream& err);
 // parse_cli + run_cli, printing parse errors to `err` with exit status 2.
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-}  // namespace sc::sim
+}  // namespace sc::app

@@ -7,11 +7,11 @@
 #include "sim/app/jobs.h"
 #include "sim/port/device.h"
 
-namespace sc::sim {
+namespace sc::app {
 
 model::CaseSpec ResolvedWorld::stage_case(const CliOptions& options, int stage,
                                           int ep_rank) const {
-  return sim::stage_case(options, sizes, model.params, model.num_layers, model.num_experts, stage,
+  return app::stage_case(options, sizes, model.params, model.num_layers, model.num_experts, stage,
                          ep_rank);
 }
 
@@ -20,12 +20,12 @@ std::variant<ResolvedWorld, std::string> resolve_world(const CliOptions& options
   world.scale = scale;
   auto loaded = load_model(options, scale);
   if (auto* message = std::get_if<std::string>(&loaded)) return *message;
-  world.model = std::move(std::get<ModelInventory>(loaded));
+  world.model = std::move(std::get<input::ModelInventory>(loaded));
   auto sizes = checked_world(options, world.model);
   if (auto* why = std::get_if<std::string>(&sizes)) {
     return "impossible world for " + world.model.name + ": " + *why;
   }
-  world.sizes = std::get<WorldSizes>(sizes);
+  world.sizes = std::get<input::WorldSizes>(sizes);
   world.device = sut::pick_device();
   if (options.device == "cpu") world.device = torch::Device(torch::kCPU);
   if (options.device == "cuda" && !world.device.is_cuda()) {
@@ -47,7 +47,7 @@ JobRank::JobRank(const model::CaseSpec& spec, model::Instance inst, int64_t rank
 }
 
 std::string JobRank::outcome() const {
-  const RankObservation& obs = rig_.construction();
+  const rig::RankObservation& obs = rig_.construction();
   if (!obs.error) return "OK";
   std::string s = obs.error_type + ": " + *obs.error;
   if (obs.failing_param >= 0) s += " (first: " + spec_.params[obs.failing_param].name + ")";
@@ -152,4 +152,4 @@ std::variant<StageDigests, std::string> stage_digests(const CliOptions& options,
   return out;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::app

@@ -16,13 +16,13 @@
 #include "sim/port/behaviour.h"
 #include "sim/rig/rank_rig.h"
 
-namespace sc::sim {
+namespace sc::app {
 
 // The world `options` name, resolved once.
 struct ResolvedWorld {
   int64_t scale = 0;
-  ModelInventory model;
-  WorldSizes sizes;  // checked (checked_world)
+  input::ModelInventory model;
+  input::WorldSizes sizes;  // checked (checked_world)
   torch::Device device{torch::kCPU};
 
   // The main job's case of pipeline stage `stage` and EP rank `ep_rank` (TP rank 0).
@@ -54,8 +54,8 @@ class JobRank {
   // The case parameters of its instance, in case order (the rig's parameters).
   const std::vector<int>& case_params() const { return case_params_; }
   int64_t rank() const { return rank_; }
-  RankRig& rig() { return rig_; }
-  const RankRig& rig() const { return rig_; }
+  rig::RankRig& rig() { return rig_; }
+  const rig::RankRig& rig() const { return rig_; }
 
  private:
   model::CaseSpec spec_;
@@ -63,7 +63,7 @@ class JobRank {
   std::vector<int> case_params_;
   int64_t rank_;
   uint64_t seed_;
-  RankRig rig_;
+  rig::RankRig rig_;
 };
 
 // The instances of `spec` present on a rank (dense, then expert when the stage holds experts).
@@ -89,4 +89,4 @@ std::variant<StageDigests, std::string> stage_digests(const CliOptions& options,
                                                       const sut::Behaviour& behaviour, int stage,
                                                       int ep_rank);
 
-}  // namespace sc::sim
+}  // namespace sc::app

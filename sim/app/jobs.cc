@@ -9,7 +9,7 @@
 #include "sim/input/inventory_file.h"
 #include "sim/rig/rng.h"
 
-namespace sc::sim {
+namespace sc::app {
 
 namespace {
 
@@ -22,7 +22,8 @@ struct LargestRank {
   std::vector<model::ParamSpec> params;
 };
 
-LargestRank largest_rank(const CliOptions& o, const ModelInventory& model, const WorldSizes& w) {
+LargestRank largest_rank(const CliOptions& o, const input::ModelInventory& model,
+                         const input::WorldSizes& w) {
   LargestRank best;
   for (int stage = 0; stage < w.pp; ++stage) {
     for (int d = 0; d < w.dp; ++d) {
@@ -53,8 +54,8 @@ LargestRank largest_rank(const CliOptions& o, const ModelInventory& model, const
 }  // namespace
 
 std::optional<std::string> memory_budget_refusal(const CliOptions& options,
-                                                 const ModelInventory& model,
-                                                 const WorldSizes& world, int64_t scale,
+                                                 const input::ModelInventory& model,
+                                                 const input::WorldSizes& world, int64_t scale,
                                                  int64_t budget) {
   const LargestRank worst = largest_rank(options, model, world);
   if (worst.total <= budget) return std::nullopt;
@@ -87,8 +88,8 @@ std::optional<std::string> memory_budget_refusal(const CliOptions& options,
   std::string fits;
   for (int64_t s = scale * 2; s <= (int64_t{1} << 40); s *= 2) {
     auto smaller = load_model(options, s);
-    if (!std::holds_alternative<ModelInventory>(smaller)) break;
-    if (largest_rank(options, std::get<ModelInventory>(smaller), world).total <= budget) {
+    if (!std::holds_alternative<input::ModelInventory>(smaller)) break;
+    if (largest_rank(options, std::get<input::ModelInventory>(smaller), world).total <= budget) {
       fits = "--scale=" + std::to_string(s) + " fits; ";
       break;
     }
@@ -98,27 +99,28 @@ std::optional<std::string> memory_budget_refusal(const CliOptions& options,
   return os.str();
 }
 
-std::variant<ModelInventory, std::string> load_model(const CliOptions& options, int64_t scale) {
+std::variant<input::ModelInventory, std::string> load_model(const CliOptions& options,
+                                                            int64_t scale) {
   if (!options.model_file.empty()) {
-    auto model = load_inventory_file(options.model_file, scale);
+    auto model = input::load_inventory_file(options.model_file, scale);
     // Its messages begin with the file's name: "--model-file=FILE: why", as for every option.
     if (auto* why = std::get_if<std::string>(&model)) *why = "--model-file=" + *why;
     return model;
   }
-  if (auto model = builtin_model(options.model, scale)) return std::move(*model);
+  if (auto model = input::builtin_model(options.model, scale)) return std::move(*model);
   return "unknown model '" + options.model + "'";
 }
 
-std::variant<WorldSizes, std::string> checked_world(const CliOptions& options,
-                                                    const ModelInventory& model) {
-  WorldSizes w = options.world;
+std::variant<input::WorldSizes, std::string> checked_world(const CliOptions& options,
+                                                           const input::ModelInventory& model) {
+  input::WorldSizes w = options.world;
   if (w.pipeline_layout == "none") {
     w.pipeline_layout.clear();
   } else if (w.pipeline_layout.empty() && w.first_stage_layers == 0 &&
              w.last_stage_layers == 0 && !model.pipeline_layout.empty()) {
     // The model's layout, where it fits the world (Megatron derives VPP from a layout's stage
     // count: transformer_config.py lines 2432-2445).
-    auto stages = parse_pipeline_layout(model.pipeline_layout);
+    auto stages = input::parse_pipeline_layout(model.pipeline_layout);
     if (auto* why = std::get_if<std::string>(&stages)) return "the model's layout: " + *why;
     if (std::get<std::vector<std::string>>(stages).size() ==
         static_cast<size_t>(w.pp) * static_cast<size_t>(w.vpp)) {
@@ -127,7 +129,7 @@ std::variant<WorldSizes, std::string> checked_world(const CliOptions& options,
   }
   bool mtp = false;
   for (const auto& p : model.params) mtp |= p.layer == -3;
-  if (auto why = validate_world(w, model.num_layers, mtp)) return *why;
+  if (auto why = input::validate_world(w, model.num_layers, mtp)) return *why;
   if (model.num_experts > 0 && model.num_experts % w.ep != 0) {
     return "ep=" + std::to_string(w.ep) + " does not divide the " +
            std::to_string(model.num_experts) + " experts";
@@ -136,18 +138,18 @@ std::variant<WorldSizes, std::string> checked_world(const CliOptions& options,
     // Checked at full size: a scaled model keeps the structure, not the divisibility.
     auto full = load_model(options, 1);
     if (auto* why = std::get_if<std::string>(&full)) return *why;
-    if (auto why = validate_tp(std::get<ModelInventory>(full).params, w.tp)) {
+    if (auto why = input::validate_tp(std::get<input::ModelInventory>(full).params, w.tp)) {
       return *why + " at full size";
     }
   }
   return w;
 }
 
-model::CaseSpec stage_case(const CliOptions& options, const WorldSizes& world,
-                           const std::vector<InventoryParam>& inventory, int num_layers,
+model::CaseSpec stage_case(const CliOptions& options, const input::WorldSizes& world,
+                           const std::vector<input::InventoryParam>& inventory, int num_layers,
                            int num_experts, int stage, int ep_rank) {
   model::CaseSpec c;
-  c.params = stage_params(inventory, world, num_layers, stage, ep_rank, num_experts);
+  c.params = input::stage_params(inventory, world, num_layers, stage, ep_rank, num_experts);
   c.dp = world.dp;
   c.expert_dp = world.dp / world.ep;
   // DDP drops bucket_size on pipeline ranks > 0; get_model drops it for chunks after the first.
@@ -161,11 +163,10 @@ model::CaseSpec stage_case(const CliOptions& options, const WorldSizes& world,
 }
 
 model::CaseSpec main_job_case(const CliOptions& options,
-                              const std::vector<InventoryParam>& inventory, int num_layers,
+                              const std::vector<input::InventoryParam>& inventory, int num_layers,
                               int num_experts, int stage, int ep_rank) {
   return stage_case(options, options.world, inventory, num_layers, num_experts, stage, ep_rank);
 }
-
 
 // The inputs of step `step` of the main job: grads from the seed and each parameter's name (so that
 // a parameter gets the same gradient on every rank that holds it, and the experts of different
@@ -176,7 +177,8 @@ model::StepInputs main_job_step(const model::CaseSpec& spec, uint64_t seed, int 
   for (const auto& p : spec.params) {
     uint64_t name_hash = 0xcbf29ce484222325ull;
     for (unsigned char ch : p.name) name_hash = (name_hash ^ ch) * 0x100000001b3ull;
-    SplitMix64 rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step + 1)) ^ name_hash);
+    rig::SplitMix64 rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step + 1)) ^
+                        name_hash);
     std::vector<float> g(static_cast<size_t>(p.numel()));
     for (float& x : g) x = rng.symmetric_unit() * 0.01f;
     in.grads.push_back(std::move(g));
@@ -187,4 +189,4 @@ model::StepInputs main_job_step(const model::CaseSpec& spec, uint64_t seed, int 
   return in;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::app

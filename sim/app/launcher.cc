@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace sc::sim {
+namespace sc::app {
 
 namespace {
 
@@ -240,4 +240,4 @@ std::vector<std::string> describe_failures(const LaunchResult& result, double ti
   return lines;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::app

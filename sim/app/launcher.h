@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace sc::sim {
+namespace sc::app {
 
 // What to start.
 struct LaunchSpec {
@@ -53,4 +53,4 @@ LaunchResult launch_local(const LaunchSpec& spec);
 // (stopped by the launcher after rank 3 failed)"), plus a timeout line; empty when all passed.
 std::vector<std::string> describe_failures(const LaunchResult& result, double timeout_s);
 
-}  // namespace sc::sim
+}  // namespace sc::app

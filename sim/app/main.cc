@@ -36,5 +36,5 @@ int replay(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "replay") return replay(argc, argv);
   std::vector<std::string> args(argv + 1, argv + argc);
-  return sc::sim::cli_main(args, std::cout, std::cerr);
+  return sc::app::cli_main(args, std::cout, std::cerr);
 }

@@ -30,7 +30,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-namespace sc::sim {
+namespace sc::app {
 
 float grad_part(float grad, int rank, int ranks) {
   uint32_t u;
@@ -120,7 +120,7 @@ std::variant<std::vector<std::vector<uint64_t>>, std::string> in_process_param_d
   auto setup_or = prepare(options);
   if (auto* why = std::get_if<std::string>(&setup_or)) return *why;
   const Setup& setup = std::get<Setup>(setup_or);
-  const WorldSizes& w = setup.o.world;
+  const input::WorldSizes& w = setup.o.world;
   std::vector<std::vector<uint64_t>> by_rank(static_cast<size_t>(w.pp * w.dp));
   for (int stage = 0; stage < w.pp; ++stage) {
     for (int ep_rank = 0; ep_rank < w.ep; ++ep_rank) {
@@ -217,7 +217,7 @@ struct RankInstance {
   std::unique_ptr<JobRank> port;
   std::vector<int> params;  // case parameters, in the rig's order
 
-  RankRig& rig() const { return port->rig(); }
+  rig::RankRig& rig() const { return port->rig(); }
   DpGroup* group = nullptr;
 };
 
@@ -575,7 +575,7 @@ std::vector<std::string> rank_args(const std::vector<std::string>& args) {
 // The configuration line that heads the launcher's output.
 std::string launcher_header(const CliOptions& options, const Setup& setup, const LaunchSpec& spec) {
   std::ostringstream header;
-  const WorldSizes& w = setup.o.world;
+  const input::WorldSizes& w = setup.o.world;
   header << "SEED=" << options.seed << " model=" << setup.world.model.name
          << (options.model_file.empty() ? "" : " model_file=" + options.model_file)
          << " scale=" << (options.scale > 0 ? options.scale : 64)
@@ -639,4 +639,4 @@ int run_local_launcher(const CliOptions& options, std::ostream& out, std::ostrea
   return 1;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::app

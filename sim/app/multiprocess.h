@@ -18,7 +18,7 @@
 #include <variant>
 #include <vector>
 
-namespace sc::sim {
+namespace sc::app {
 
 struct CliOptions;
 
@@ -47,4 +47,4 @@ int run_local_launcher(const CliOptions& options, std::ostream& out, std::ostrea
 // when its checks passed, 1 when a check, a construction or a collective failed, 2 on bad input.
 int run_worker(const CliOptions& options, std::ostream& out, std::ostream& err);
 
-}  // namespace sc::sim
+}  // namespace sc::app

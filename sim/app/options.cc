@@ -14,7 +14,7 @@
 #include "sim/input/args.h"
 #include "sim/port/behaviour.h"
 
-namespace sc::sim {
+namespace sc::app {
 
 namespace {
 
@@ -80,24 +80,25 @@ struct ParsedCli {
 };
 
 // --model=NAME: a built-in model.
-std::optional<std::string> apply_model(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_model(const input::OptionArg& arg, ParsedCli& parsed) {
   bool known = false;
-  for (const auto& m : inventory_names()) known |= m == arg.value;
-  if (!known) return arg.bad("unknown model; known: " + join(inventory_names(), ", "));
+  for (const auto& m : input::inventory_names()) known |= m == arg.value;
+  if (!known)
+    return arg.bad("unknown model; known: " + input::join(input::inventory_names(), ", "));
   parsed.options.model = arg.value;
   parsed.model_named = true;
   return std::nullopt;
 }
 
 // --model-file=FILE.
-std::optional<std::string> apply_model_file(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_model_file(const input::OptionArg& arg, ParsedCli& parsed) {
   if (arg.value.empty()) return arg.bad("expected a file name");
   parsed.options.model_file = arg.value;
   return std::nullopt;
 }
 
 // --variant=A[,B...] or all.
-std::optional<std::string> apply_variant(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_variant(const input::OptionArg& arg, ParsedCli& parsed) {
   std::vector<std::string>& variants = parsed.options.variants;
   variants.clear();
   if (arg.value == "all") {
@@ -113,7 +114,8 @@ std::optional<std::string> apply_variant(const OptionArg& arg, ParsedCli& parsed
       return arg.bad("unknown variant '" + v +
                      "': a variant is upstream plus changes joined with '+' (pr6982, F1 ... F9, "
                      "pr4547, pr5077, fused-host-adamw, pipelined; patched: every fix), or a "
-                     "mutant; for example: " + join(known, ", "));
+                     "mutant; for example: " +
+                     input::join(known, ", "));
     }
     variants.push_back(v);
   }
@@ -122,10 +124,10 @@ std::optional<std::string> apply_variant(const OptionArg& arg, ParsedCli& parsed
 }
 
 // --pp, --vpp, --ep, --dp, --tp: a parallel size.
-std::optional<std::string> apply_parallel_size(const OptionArg& arg, ParsedCli& parsed) {
-  const auto n = parse_integer(arg.value, 1, 65536);
+std::optional<std::string> apply_parallel_size(const input::OptionArg& arg, ParsedCli& parsed) {
+  const auto n = input::parse_integer(arg.value, 1, 65536);
   if (!n) return arg.bad("expected an integer from 1 to 65536");
-  WorldSizes& world = parsed.options.world;
+  input::WorldSizes& world = parsed.options.world;
   int& field = arg.name == "pp"    ? world.pp
                : arg.name == "vpp" ? world.vpp
                : arg.name == "ep"  ? world.ep
@@ -136,20 +138,20 @@ std::optional<std::string> apply_parallel_size(const OptionArg& arg, ParsedCli& 
 }
 
 // --first-stage-layers, --last-stage-layers: an uneven pipeline split.
-std::optional<std::string> apply_stage_layers(const OptionArg& arg, ParsedCli& parsed) {
-  const auto n = parse_integer(arg.value, 1, 100000);
+std::optional<std::string> apply_stage_layers(const input::OptionArg& arg, ParsedCli& parsed) {
+  const auto n = input::parse_integer(arg.value, 1, 100000);
   if (!n) return arg.bad("expected an integer from 1 to 100000");
-  WorldSizes& world = parsed.options.world;
+  input::WorldSizes& world = parsed.options.world;
   (arg.name == "first-stage-layers" ? world.first_stage_layers : world.last_stage_layers) =
       static_cast<int>(*n);
   return std::nullopt;
 }
 
 // --pipeline-layout=L|none.
-std::optional<std::string> apply_pipeline_layout(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_pipeline_layout(const input::OptionArg& arg, ParsedCli& parsed) {
   if (arg.value.empty()) return arg.bad("expected a layout such as Et|tt|tL, or none");
   if (arg.value != "none") {
-    auto layout = parse_pipeline_layout(arg.value);
+    auto layout = input::parse_pipeline_layout(arg.value);
     if (auto* why = std::get_if<std::string>(&layout)) return arg.bad(*why);
   }
   parsed.options.world.pipeline_layout = arg.value;
@@ -157,13 +159,13 @@ std::optional<std::string> apply_pipeline_layout(const OptionArg& arg, ParsedCli
 }
 
 // --offload=on|off.
-std::optional<std::string> apply_offload(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_offload(const input::OptionArg& arg, ParsedCli& parsed) {
   if (!parse_on_off(arg.value, parsed.options.offload)) return arg.bad("expected on or off");
   return std::nullopt;
 }
 
 // --offload-fraction=F in [0, 1].
-std::optional<std::string> apply_offload_fraction(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_offload_fraction(const input::OptionArg& arg, ParsedCli& parsed) {
   double& fraction = parsed.options.offload_fraction;
   if (!parse_double(arg.value, fraction) || fraction < 0.0 || fraction > 1.0) {
     return arg.bad("the offload fraction must be a number in [0, 1]");
@@ -172,18 +174,18 @@ std::optional<std::string> apply_offload_fraction(const OptionArg& arg, ParsedCl
 }
 
 // --bucket-size=N|none.
-std::optional<std::string> apply_bucket_size(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_bucket_size(const input::OptionArg& arg, ParsedCli& parsed) {
   if (arg.value == "none") {
     parsed.options.bucket_size.reset();
     return std::nullopt;
   }
-  parsed.options.bucket_size = parse_integer(arg.value, 1, INT64_MAX);
+  parsed.options.bucket_size = input::parse_integer(arg.value, 1, INT64_MAX);
   if (!parsed.options.bucket_size) return arg.bad("expected a positive element count or none");
   return std::nullopt;
 }
 
 // --precision-aware=on|off.
-std::optional<std::string> apply_precision_aware(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_precision_aware(const input::OptionArg& arg, ParsedCli& parsed) {
   if (!parse_on_off(arg.value, parsed.options.precision_aware)) {
     return arg.bad("expected on or off");
   }
@@ -191,7 +193,7 @@ std::optional<std::string> apply_precision_aware(const OptionArg& arg, ParsedCli
 }
 
 // --device=auto|cpu|cuda.
-std::optional<std::string> apply_device(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_device(const input::OptionArg& arg, ParsedCli& parsed) {
   if (arg.value != "auto" && arg.value != "cpu" && arg.value != "cuda") {
     return arg.bad("expected auto, cpu or cuda");
   }
@@ -200,7 +202,7 @@ std::optional<std::string> apply_device(const OptionArg& arg, ParsedCli& parsed)
 }
 
 // --seed=N|HASH.
-std::optional<std::string> apply_seed(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_seed(const input::OptionArg& arg, ParsedCli& parsed) {
   if (!parse_seed(arg.value, parsed.options.seed)) {
     return arg.bad("expected a decimal seed or a 40-hex hash");
   }
@@ -208,23 +210,23 @@ std::optional<std::string> apply_seed(const OptionArg& arg, ParsedCli& parsed) {
 }
 
 // --steps=N from 0 to 100.
-std::optional<std::string> apply_steps(const OptionArg& arg, ParsedCli& parsed) {
-  const auto n = parse_integer(arg.value, 0, 100);
+std::optional<std::string> apply_steps(const input::OptionArg& arg, ParsedCli& parsed) {
+  const auto n = input::parse_integer(arg.value, 0, 100);
   if (!n) return arg.bad("expected an integer from 0 to 100");
   parsed.options.steps = static_cast<int>(*n);
   return std::nullopt;
 }
 
 // --scale=N, positive.
-std::optional<std::string> apply_scale(const OptionArg& arg, ParsedCli& parsed) {
-  const auto n = parse_integer(arg.value, 1, INT64_MAX);
+std::optional<std::string> apply_scale(const input::OptionArg& arg, ParsedCli& parsed) {
+  const auto n = input::parse_integer(arg.value, 1, INT64_MAX);
   if (!n) return arg.bad("expected a positive integer");
   parsed.options.scale = *n;
   return std::nullopt;
 }
 
 // --memory-budget=BYTES.
-std::optional<std::string> apply_memory_budget(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_memory_budget(const input::OptionArg& arg, ParsedCli& parsed) {
   const auto bytes = parse_byte_size(arg.value);
   if (!bytes) return arg.bad("expected a byte count such as 8GiB, 512MiB or 1000000");
   parsed.options.memory_budget = *bytes;
@@ -232,15 +234,15 @@ std::optional<std::string> apply_memory_budget(const OptionArg& arg, ParsedCli& 
 }
 
 // --processes=N from 1 to 1024.
-std::optional<std::string> apply_processes(const OptionArg& arg, ParsedCli& parsed) {
-  const auto n = parse_integer(arg.value, 1, 1024);
+std::optional<std::string> apply_processes(const input::OptionArg& arg, ParsedCli& parsed) {
+  const auto n = input::parse_integer(arg.value, 1, 1024);
   if (!n) return arg.bad("expected an integer from 1 to 1024");
   parsed.options.processes = static_cast<int>(*n);
   return std::nullopt;
 }
 
 // --collective-timeout=S, --launch-timeout=S.
-std::optional<std::string> apply_timeout(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_timeout(const input::OptionArg& arg, ParsedCli& parsed) {
   double t = 0;
   if (!parse_double(arg.value, t) || t <= 0 || t > 86400) {
     return arg.bad("expected seconds above 0, at most 86400");
@@ -251,7 +253,7 @@ std::optional<std::string> apply_timeout(const OptionArg& arg, ParsedCli& parsed
 }
 
 // --fault=KIND[@RANK].
-std::optional<std::string> apply_fault(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_fault(const input::OptionArg& arg, ParsedCli& parsed) {
   CliOptions& options = parsed.options;
   const size_t at = arg.value.find('@');
   options.fault = arg.value.substr(0, at);
@@ -264,7 +266,7 @@ std::optional<std::string> apply_fault(const OptionArg& arg, ParsedCli& parsed) 
         "expert-over-dense-group");
   }
   if (at != std::string::npos) {
-    const auto rank = parse_integer(arg.value.substr(at + 1), 0, 65535);
+    const auto rank = input::parse_integer(arg.value.substr(at + 1), 0, 65535);
     if (!rank) return arg.bad("expected KIND@RANK with a rank from 0");
     options.fault_rank = static_cast<int>(*rank);
   }
@@ -272,7 +274,7 @@ std::optional<std::string> apply_fault(const OptionArg& arg, ParsedCli& parsed) 
 }
 
 // --svg=FILE, --html=FILE.
-std::optional<std::string> apply_picture_file(const OptionArg& arg, ParsedCli& parsed) {
+std::optional<std::string> apply_picture_file(const input::OptionArg& arg, ParsedCli& parsed) {
   if (arg.value.empty()) return arg.bad("expected a file name");
   (arg.name == "svg" ? parsed.options.svg : parsed.options.html) = arg.value;
   return std::nullopt;
@@ -280,14 +282,14 @@ std::optional<std::string> apply_picture_file(const OptionArg& arg, ParsedCli& p
 
 // A flag's handler: sets `CliOptions::*field`.
 template <bool CliOptions::*field>
-std::optional<std::string> set_cli_flag(const OptionArg&, ParsedCli& parsed) {
+std::optional<std::string> set_cli_flag(const input::OptionArg&, ParsedCli& parsed) {
   parsed.options.*field = true;
   return std::nullopt;
 }
 
 // The options that choose the model, the world, the variants and the run, with `model_help`
 // the --model help line.
-std::vector<Option<ParsedCli>> model_and_world_options(const std::string& model_help) {
+std::vector<input::Option<ParsedCli>> model_and_world_options(const std::string& model_help) {
   return {
       {"model", "NAME", model_help.c_str(), apply_model},
       {"model-file", "FILE", "a model described in a JSON file (see models/README.md)",
@@ -330,7 +332,7 @@ std::vector<Option<ParsedCli>> model_and_world_options(const std::string& model_
 }
 
 // The options from --layout-only on: the mode, the checks, the outputs, the multi-process mode.
-std::vector<Option<ParsedCli>> output_and_process_options() {
+std::vector<input::Option<ParsedCli>> output_and_process_options() {
   return {
       {"layout-only", nullptr,
        "the reference model only, no tensors: full sizes in seconds,\noutcomes predicted",
@@ -373,10 +375,11 @@ std::vector<Option<ParsedCli>> output_and_process_options() {
 }
 
 // The options of shardcheck-sim, in the order of its usage text.
-const std::vector<Option<ParsedCli>>& sim_options() {
-  static const std::string model_help = join(inventory_names(), ", ") + " (dsv4-flash)";
-  static const std::vector<Option<ParsedCli>> options = [] {
-    std::vector<Option<ParsedCli>> all = model_and_world_options(model_help);
+const std::vector<input::Option<ParsedCli>>& sim_options() {
+  static const std::string model_help =
+      input::join(input::inventory_names(), ", ") + " (dsv4-flash)";
+  static const std::vector<input::Option<ParsedCli>> options = [] {
+    std::vector<input::Option<ParsedCli>> all = model_and_world_options(model_help);
     for (const auto& option : output_and_process_options()) all.push_back(option);
     return all;
   }();
@@ -416,13 +419,13 @@ std::string cli_usage() {
          "Builds every rank of a parallel world with the LibTorch port of Megatron-Core's\n"
          "DistributedOptimizer (and HybridDeviceOptimizer when offloading), once per variant,\n"
          "and prints one row per rank. With no options: the seed scenario.\n" +
-         option_help(texts_of(sim_options()), {25, '='}) +
+         input::option_help(input::texts_of(sim_options()), {25, '='}) +
          "Options taking a value also accept it as the next argument (--dp 2).\n";
 }
 
 std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& args) {
   ParsedCli parsed;
-  if (auto why = apply_args(args, sim_options(), parsed, parsed.options.help)) return *why;
+  if (auto why = input::apply_args(args, sim_options(), parsed, parsed.options.help)) return *why;
   if (!parsed.options.help) {
     if (auto why = check_option_combinations(parsed)) return *why;
   }
@@ -432,10 +435,10 @@ std::variant<CliOptions, std::string> parse_cli(const std::vector<std::string>& 
 
 std::vector<std::string> cli_args_without(const std::vector<std::string>& args,
                                           const std::set<std::string>& names) {
-  const auto split = split_args(args, texts_of(sim_options()));
+  const auto split = input::split_args(args, input::texts_of(sim_options()));
   std::vector<std::string> out;
-  if (!std::holds_alternative<std::vector<Arg>>(split)) return out;
-  for (const Arg& a : std::get<std::vector<Arg>>(split)) {
+  if (!std::holds_alternative<std::vector<input::Arg>>(split)) return out;
+  for (const input::Arg& a : std::get<std::vector<input::Arg>>(split)) {
     if (names.count(a.name)) continue;
     const auto& options = sim_options();
     const auto entry = std::find_if(options.begin(), options.end(),
@@ -462,4 +465,4 @@ int64_t default_memory_budget() {
   return static_cast<int64_t>(pages) / 2 * page;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::app

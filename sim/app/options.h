@@ -12,14 +12,14 @@
 
 #include "sim/input/scenario.h"
 
-namespace sc::sim {
+namespace sc::app {
 
 // Everything the command line chooses.
 struct CliOptions {
   std::string model = "dsv4-flash";
   std::string model_file;  // a JSON model file (models/README.md) instead of a built-in model
   // The sizes and the pipeline split; world.pipeline_layout "none" turns the model's layout off.
-  WorldSizes world{8, 3, 4, 4, 1, 0, 0, ""};
+  input::WorldSizes world{8, 3, 4, 4, 1, 0, 0, ""};
   std::vector<std::string> variants{"upstream", "pr6982"};
   bool offload = true;
   double offload_fraction = 1.0;
@@ -68,4 +68,4 @@ std::optional<int64_t> parse_byte_size(const std::string& text);
 std::string format_bytes(int64_t bytes);
 // The default of --memory-budget: half the physical memory (8 GiB where it cannot be read).
 int64_t default_memory_budget();
-}  // namespace sc::sim
+}  // namespace sc::app

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-namespace sc::sim {
+namespace sc::input {
 
 std::variant<std::vector<Arg>, std::string> split_args(const std::vector<std::string>& args,
                                                        const std::set<std::string>& value_options,
@@ -125,4 +125,4 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
   return out;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::input

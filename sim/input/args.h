@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-namespace sc::sim {
+namespace sc::input {
 
 // The exit statuses of every binary.
 constexpr int kExitOk = 0;
@@ -142,4 +142,4 @@ extern const std::set<std::string> kGoogleBenchmarkValueFlags;
 // `parts` joined with `separator` between them, for messages ("a, b, c").
 std::string join(const std::vector<std::string>& parts, const char* separator);
 
-}  // namespace sc::sim
+}  // namespace sc::input

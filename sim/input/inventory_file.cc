@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace sc::sim {
+namespace sc::input {
 
 namespace {
 
@@ -546,4 +546,4 @@ std::variant<ModelInventory, std::string> load_inventory_file(const std::string&
   return result;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::input

@@ -16,7 +16,7 @@
 
 #include "sim/input/scenario.h"
 
-namespace sc::sim {
+namespace sc::input {
 
 // Limits that keep a hostile or mistaken file from exhausting memory or time.
 inline constexpr int kMaxFileLayers = 100000;
@@ -38,4 +38,4 @@ std::variant<ModelInventory, std::string> load_inventory_file(const std::string&
 // Line and column (both from 1) of the byte at `offset` (from 0) of `text`.
 std::pair<int64_t, int64_t> line_column(std::string_view text, size_t offset);
 
-}  // namespace sc::sim
+}  // namespace sc::input

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace sc::sim {
+namespace sc::input {
 
 namespace {
 
@@ -617,4 +617,4 @@ std::vector<model::ParamSpec> stage_params(const std::vector<InventoryParam>& in
   return out;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::input

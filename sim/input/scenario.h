@@ -17,7 +17,7 @@
 
 #include "model/spec.h"
 
-namespace sc::sim {
+namespace sc::input {
 
 // How tensor parallelism shards a parameter (Megatron's `partition_dim`).
 enum class TpSplit {
@@ -112,4 +112,4 @@ std::vector<model::ParamSpec> stage_params(const std::vector<InventoryParam>& in
                                            const WorldSizes& world, int num_layers, int stage,
                                            int ep_rank, int num_experts);
 
-}  // namespace sc::sim
+}  // namespace sc::input

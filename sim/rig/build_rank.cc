@@ -5,7 +5,7 @@
 #include "sim/rig/rank_rig.h"
 #include "sim/rig/rank_under_test.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 std::unique_ptr<RankUnderTest> build_rank(const Target& target, const model::CaseSpec& spec,
                                           model::Instance instance, int64_t rank, uint64_t seed,
@@ -74,4 +74,4 @@ GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
   return RankRig::save_gathered(ranks, format);
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-namespace sc::sim {
+namespace sc::rig {
 
 const std::vector<CapabilityInfo>& all_capabilities() {
   static const std::vector<CapabilityInfo> kAll = {
@@ -58,4 +58,4 @@ std::string capability_table_markdown() {
   return out.str();
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace sc::sim {
+namespace sc::rig {
 
 enum class Capability {
   kTrainingLoop,            // Target::training_loop and RankUnderTest::backward
@@ -20,7 +20,7 @@ enum class Capability {
   kPinnedCopyRecords,       // RankUnderTest::pageable_copies
   kDistributedCheckpoints,  // RankUnderTest::load_distributed
   kNonTensorState,          // RankUnderTest::add_non_tensor_state
-  kGatheredCheckpoints,     // sim::save_gathered and RankUnderTest::load_gathered
+  kGatheredCheckpoints,     // rig::save_gathered and RankUnderTest::load_gathered
 };
 
 // One row of the table.
@@ -50,4 +50,4 @@ struct NotRunAgainstRealCode : std::logic_error {
 // The table as markdown (capability, what, port, real Megatron), for docs/real-megatron.md.
 std::string capability_table_markdown();
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -1,6 +1,6 @@
 #include "sim/rig/dtypes.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 model::DType to_model_dtype(torch::ScalarType type) {
   switch (type) {
@@ -29,4 +29,4 @@ torch::ScalarType to_torch_dtype(model::DType dtype) {
   return torch::kFloat;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

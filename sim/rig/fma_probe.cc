@@ -6,7 +6,7 @@
 #include "sim/port/torch_adamw.h"
 #include "sim/port/torch_pch.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 namespace {
 
@@ -134,4 +134,4 @@ std::optional<model::FmaMode> torch_cpu_fma_mode() {
   return kMode;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -7,7 +7,7 @@
 
 #include "model/adamw.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 // The mode whose emulation reproduces LibTorch bit for bit on a 1037-element probe over three
 // steps, or nullopt when neither does (then the CPU comparison cannot be exact: a finding).
@@ -23,4 +23,4 @@ std::optional<model::TorchCpuKernels> torch_cpu_kernels();
 // model::VectorSqrt of this PyTorch: `torch.sqrt` of the values as one contiguous CPU tensor.
 void torch_tensor_sqrt(std::vector<float>& values);
 
-}  // namespace sc::sim
+}  // namespace sc::rig

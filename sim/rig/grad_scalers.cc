@@ -1,6 +1,6 @@
 #include "sim/rig/grad_scalers.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 std::unique_ptr<sut::GradScaler> make_grad_scaler(const model::GradScalerConfig& config,
                                                   torch::Device device,
@@ -18,4 +18,4 @@ std::unique_ptr<sut::GradScaler> make_grad_scaler(const model::GradScalerConfig&
   return std::make_unique<sut::DynamicGradScaler>(a, device, behaviour);
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -9,7 +9,7 @@
 #include "sim/port/grad_scaler.h"
 #include "sim/port/torch_pch.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 // The port's loss scaler for `config`: constant or dynamic (whose rules take `behaviour`'s
 // scaler mutants). Raises the constructors' AssertionError on bad arguments.
@@ -17,4 +17,4 @@ std::unique_ptr<sut::GradScaler> make_grad_scaler(const model::GradScalerConfig&
                                                   torch::Device device,
                                                   const sut::Behaviour& behaviour);
 
-}  // namespace sc::sim
+}  // namespace sc::rig

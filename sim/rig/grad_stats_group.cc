@@ -6,7 +6,7 @@
 #include "sim/port/clip_grads.h"
 #include "sim/rig/dtypes.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 GradStatsGroupSim::GradStatsGroupSim(const model::CaseSpec& spec, model::Instance instance,
                                      int64_t rank, double clip_grad, torch::Device device)
@@ -70,4 +70,4 @@ void GradStatsGroupSim::all_reduce_sum(torch::Tensor& tensor) {
   if (norm) total_norm_ = std::pow(total.item<double>(), 1.0 / 2.0);
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

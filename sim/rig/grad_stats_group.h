@@ -14,7 +14,7 @@
 #include "model/spec.h"
 #include "sim/port/torch_pch.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 class GradStatsGroupSim {
  public:
@@ -43,4 +43,4 @@ class GradStatsGroupSim {
   std::vector<std::vector<torch::Tensor>> others_;
 };
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-namespace sc::sim {
+namespace sc::rig {
 
 namespace {
 
@@ -101,4 +101,4 @@ void keep_large_host_blocks() {
 
 int64_t host_blocks_reused() { return g_reused.load(std::memory_order_relaxed); }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

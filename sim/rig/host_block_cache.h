@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace sc::sim {
+namespace sc::rig {
 
 // Installs the cache as LibTorch's CPU allocator, once per process. Not under AddressSanitizer,
 // which must see every block freed, nor with SC_HOST_BLOCK_CACHE=0 in the environment.
@@ -17,4 +17,4 @@ void keep_large_host_blocks();
 // Blocks handed out again from the cache so far (a check that it is in use).
 int64_t host_blocks_reused();
 
-}  // namespace sc::sim
+}  // namespace sc::rig

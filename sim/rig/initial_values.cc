@@ -7,7 +7,7 @@
 #include "sim/rig/dtypes.h"
 #include "sim/rig/rng.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 namespace {
 
@@ -61,4 +61,4 @@ std::optional<std::string> check_initial_values(const model::CaseSpec& spec,
   return std::nullopt;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -10,7 +10,7 @@
 
 #include "model/spec.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 // Per case parameter (both instances, case order), its flattened values.
 using ParamValues = std::vector<std::vector<float>>;
@@ -24,4 +24,4 @@ ParamValues initial_values(const model::CaseSpec& spec, uint64_t seed);
 std::optional<std::string> check_initial_values(const model::CaseSpec& spec,
                                                 const ParamValues& values);
 
-}  // namespace sc::sim
+}  // namespace sc::rig

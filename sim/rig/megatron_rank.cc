@@ -6,7 +6,7 @@
 #include "model/layout.h"
 #include "model/shard.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 namespace {
 
@@ -391,4 +391,4 @@ std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                         check_stream_order, training_loop);
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -20,7 +20,7 @@
 #include "sim/rig/megatron_worker.h"
 #include "sim/rig/rank_under_test.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 // Builds `rank` of `instance` of `spec` from `initial` (per case parameter) in the worker of
 // `target`. Construction errors are recorded in construction(), not thrown; the worker's own
@@ -46,4 +46,4 @@ MegatronStepTimes time_megatron_steps(RankUnderTest& rank, int steps);
 // The build request's "case" object (docs/megatron-worker.md).
 nlohmann::json case_request(const model::CaseSpec& spec);
 
-}  // namespace sc::sim
+}  // namespace sc::rig

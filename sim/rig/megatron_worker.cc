@@ -20,7 +20,7 @@
 #define SC_MEGATRON_WORKER_SCRIPT "sim/megatron/worker.py"
 #endif
 
-namespace sc::sim {
+namespace sc::rig {
 
 namespace {
 
@@ -303,4 +303,4 @@ nlohmann::json MegatronWorker::request(nlohmann::json request) {
   return reply;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace sc::sim {
+namespace sc::rig {
 
 // Which Megatron tree, on which device.
 struct MegatronTarget {
@@ -87,4 +87,4 @@ class MegatronWorker {
 nlohmann::json to_bits(const std::vector<float>& values);
 std::vector<float> from_bits(const nlohmann::json& bits);
 
-}  // namespace sc::sim
+}  // namespace sc::rig

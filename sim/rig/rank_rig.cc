@@ -20,7 +20,7 @@
 #include "sim/port/optim_state.h"
 #include "sim/port/torch_adamw.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 namespace {
 
@@ -315,7 +315,7 @@ std::vector<float> to_floats(const torch::Tensor& t) {
 RankRig::RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                  const sut::Behaviour& behaviour, torch::Device device, uint64_t seed,
                  const StreamSchedule& schedule, bool training_loop)
-    : RankRig(spec, instance, rank, behaviour, device, sim::initial_values(spec, seed), schedule,
+    : RankRig(spec, instance, rank, behaviour, device, rig::initial_values(spec, seed), schedule,
               training_loop) {}
 
 RankRig::RankRig(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
@@ -599,4 +599,4 @@ std::vector<std::vector<float>> RankRig::model_values() const {
   return out;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

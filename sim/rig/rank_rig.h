@@ -23,7 +23,7 @@ namespace sc::sut {
 class ParamAndGradBuffer;
 }  // namespace sc::sut
 
-namespace sc::sim {
+namespace sc::rig {
 
 struct RankRigImpl;
 
@@ -77,7 +77,7 @@ class RankRig final : public RankUnderTest {
   std::vector<std::string> pageable_copies() const override;
 
   // Saves the DP group `group` in `format` through get_parameter_state_dp_zero and, for
-  // "fully_reshardable", sharded_param_state_fully_reshardable (sim::save_gathered).
+  // "fully_reshardable", sharded_param_state_fully_reshardable (rig::save_gathered).
   static GatheredCheckpoint save_gathered(const std::vector<const RankRig*>& group,
                                           GatheredFormat format);
 
@@ -99,5 +99,4 @@ class RankRig final : public RankUnderTest {
 RankObservation run_rank(const model::CaseSpec& spec, model::Instance instance, int64_t rank,
                          const sut::Behaviour& behaviour, torch::Device device, uint64_t seed);
 
-
-}  // namespace sc::sim
+}  // namespace sc::rig

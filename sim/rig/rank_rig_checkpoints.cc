@@ -12,7 +12,7 @@
 #include "sim/port/hybrid_optimizer.h"
 #include "sim/port/optim_state.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 struct CheckpointImpl {
   std::vector<torch::Tensor> weights;                   // per port param
@@ -210,4 +210,4 @@ void RankRig::load_gathered(const GatheredCheckpoint& ck) {
   r.dist->load_state_dict(sd, kDummyStepSeed);
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -19,7 +19,7 @@
 #include "sim/rig/rank_under_test.h"
 #include "sim/rig/stream_sim.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 struct RankRigImpl {
   const model::CaseSpec c;  // a copy: the rig outlives temporaries
@@ -105,4 +105,4 @@ struct RankRigImpl {
 // `t`'s values as fp32, on the host.
 std::vector<float> to_floats(const torch::Tensor& t);
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -5,7 +5,7 @@
 #include "sim/rig/rank_rig.h"
 #include "sim/rig/rank_rig_impl.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 namespace {
 
@@ -51,4 +51,4 @@ std::vector<ObservedGrad> RankRig::backward(const std::vector<std::vector<float>
   return out;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -24,7 +24,7 @@
 #include "sim/rig/initial_values.h"
 #include "sim/rig/megatron_worker.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 // One tensor as installed in an optimizer group, observed on the real tensor.
 struct ObservedTensor {
@@ -254,4 +254,4 @@ uint64_t state_digest(const RankUnderTest& rank);
 GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
                                  GatheredFormat format);
 
-}  // namespace sc::sim
+}  // namespace sc::rig

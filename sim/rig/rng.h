@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace sc::sim {
+namespace sc::rig {
 
 // splitmix64 (Steele, Lea, Flood 2014): a 64-bit state advanced by a Weyl increment.
 class SplitMix64 {
@@ -35,4 +35,4 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-}  // namespace sc::sim
+}  // namespace sc::rig

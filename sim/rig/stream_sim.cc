@@ -2,7 +2,7 @@
 
 #include <utility>
 
-namespace sc::sim {
+namespace sc::rig {
 
 using model::streams::Policy;
 using model::streams::Program;
@@ -115,4 +115,4 @@ std::vector<std::string> SimulatedStreams::race_reports() const {
   return out;
 }
 
-}  // namespace sc::sim
+}  // namespace sc::rig

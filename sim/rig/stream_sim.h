@@ -14,7 +14,7 @@
 #include "sim/rig/rng.h"
 #include "sim/port/streams.h"
 
-namespace sc::sim {
+namespace sc::rig {
 
 class SimulatedStreams : public sut::Streams {
  public:
@@ -53,4 +53,4 @@ class SimulatedStreams : public sut::Streams {
   std::vector<c10::Storage> keep_;
 };
 
-}  // namespace sc::sim
+}  // namespace sc::rig

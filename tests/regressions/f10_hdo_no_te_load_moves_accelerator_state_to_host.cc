@@ -11,7 +11,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 model::CaseSpec f10_minimal_case() {
@@ -66,4 +66,4 @@ TEST(F10HdoNoTeLoadState, TheProposedFixResumesExactly) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -10,7 +10,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 // Saves a fresh rank (no step yet) and loads that into another: what the load raised, if
@@ -37,4 +37,4 @@ TEST(F11HdoLoadEmptyState, WithoutItsFixTheLoadRaisesKeyError) {
 TEST(F11HdoLoadEmptyState, TheProposedFixLoads) { EXPECT_EQ(load_before_any_step("patched"), ""); }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

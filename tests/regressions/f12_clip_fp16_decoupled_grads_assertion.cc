@@ -10,7 +10,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 // One clipped step of a precision-aware fp16 parameter: what it raised ("" if nothing) and the
@@ -45,4 +45,4 @@ TEST(F12ClipFp16DecoupledGrads, TheProposedFixClipsByTheNorm) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -8,7 +8,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 model::CaseSpec f1_minimal_case() {
@@ -51,4 +51,4 @@ TEST(F1HdoAcceleratorFp32Shard, TheProposedFixUpdatesIt) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

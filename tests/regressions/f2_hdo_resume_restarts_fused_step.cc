@@ -8,7 +8,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 model::CaseSpec f2_minimal_case() {
@@ -45,4 +45,4 @@ TEST(F2HdoResumeFusedStep, TheProposedFixResumesExactly) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -10,7 +10,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 model::CaseSpec fp32_param_offloaded() {
@@ -45,4 +45,4 @@ TEST(F3HdoReloadHostCopies, TheProposedFixKeepsThem) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -11,7 +11,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 model::CaseSpec bf16_offloaded() {
@@ -51,4 +51,4 @@ TEST(F4HdoLoadReloadSave, TheProposedFixSavesTheReloadedMaster) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

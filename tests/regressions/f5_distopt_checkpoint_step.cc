@@ -15,7 +15,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 struct Resume {
@@ -86,4 +86,4 @@ TEST(F5DistOptCheckpointStep, TheProposedFixResumesExactly) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

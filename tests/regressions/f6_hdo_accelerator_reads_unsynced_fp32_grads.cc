@@ -13,7 +13,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 model::CaseSpec f6_minimal_case(bool overlap) {
@@ -74,4 +74,4 @@ TEST(F6HdoUnsyncedFp32Grads, TheProposedFixOrdersTheStepAfterTheCast) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

@@ -12,7 +12,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 float first_moment_after_unit_grad(bool transformer_engine) {
@@ -33,4 +33,4 @@ TEST(P2TePlainOptimizerIsFusedAdam, WithoutItTorchAdamWsWeightIsUsed) {
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

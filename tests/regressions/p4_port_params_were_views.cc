@@ -11,7 +11,7 @@
 #include "sim/rig/rank_rig.h"
 #include "tests/support/cases.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 TEST(P4PortParamsWereViews, DetachingAnFp32ParamInPlaceConstructsAndStopsItsGradients) {
@@ -28,4 +28,4 @@ TEST(P4PortParamsWereViews, DetachingAnFp32ParamInPlaceConstructsAndStopsItsGrad
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig

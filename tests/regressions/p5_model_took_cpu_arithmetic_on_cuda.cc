@@ -61,7 +61,7 @@ float predicted(const MeasuredOnCuda& m, bool accelerator_is_cuda) {
   const model::CaseSpec& c = in.c;
   const model::RankPlan plan =
       model::plan_rank(c, model::full_param_layout(c), model::Instance::kDense, 0);
-  model::RankReference ref(c, plan, sim::initial_values(c, 1000), model::TorchCpuKernels{},
+  model::RankReference ref(c, plan, rig::initial_values(c, 1000), model::TorchCpuKernels{},
                            accelerator_is_cuda);
   for (int k = 0; k < m.step; ++k) ref.step(gen::materialise(c, in.schedule.steps.at(k)));
   for (size_t g = 0; g < plan.groups.size(); ++g) {

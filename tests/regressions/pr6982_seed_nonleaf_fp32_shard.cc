@@ -11,7 +11,7 @@
 #include "tests/support/cases.h"
 #include "tests/support/devices.h"
 
-namespace sc::sim {
+namespace sc::rig {
 namespace {
 
 
@@ -77,4 +77,4 @@ TEST(Pr6982SeedNonLeafFp32Shard, Pr6982ConstructsAndTheShardStillAliasesAtTheRig
 }
 
 }  // namespace
-}  // namespace sc::sim
+}  // namespace sc::rig
