@@ -1,6 +1,7 @@
 // Case files: one generated case of a model-versus-port property (the CaseSpec, the step
-// schedule and the property's own draws), the property's name and the variant, as JSON text,
-// so that a failure replays from the file alone (shardcheck-replay, cases/README.md).
+// schedule and the property's own draws, properties/case_extras.h), the property's name and the
+// variant, as JSON text, so that a failure replays from the file alone (shardcheck-replay,
+// cases/README.md).
 //
 // to_json() and parse_case_file() are inverse: parsing what to_json wrote gives an equal case.
 // parse_case_file() rejects unknown keys, missing keys and wrong types with the JSON path of the
@@ -14,12 +15,10 @@
 #include <vector>
 
 #include "model/spec.h"
+#include "properties/case_file_error.h"
 #include "properties/gen/case_inputs.h"
 
 namespace sc::props {
-
-// The command's name in case files ("Step", "SetLr", "Rebuild+LoadState", ...).
-std::string command_name(const StateCommand& command);
 
 // The real code a case was recorded against: the tree as its user named it (a folder or a
 // .tar.gz), its commit where known, and the patches applied to a copy of it, in order.
@@ -37,11 +36,9 @@ struct CaseFile {
   // Set when the case failed against real Megatron code (key "megatron"): it replays there
   // (scripts/verify-megatron --case FILE), not on the port.
   std::optional<RealCodeSource> megatron;
-};
-
-// A malformed case file: what() names the field.
-struct CaseFileError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  // The extras of `inputs` it holds (properties/case_extras.h), by key: its property's
+  // (Property::extras) when recorded, the keys present when parsed.
+  std::vector<std::string> extras;
 };
 
 // The case file as indented JSON text.

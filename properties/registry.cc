@@ -54,8 +54,9 @@ std::optional<RealCodeSource> real_code_source() {
 // it on the port (against real code shardcheck-verify prints the one that replays it there).
 // Shrinking runs failing cases one after the other: the last file written is the shrunk case
 // that RapidCheck reports. The JSON is logged only when the file could not be written.
-void record_failure(const std::string& property, const sut::Behaviour& b, const CaseInputs& in) {
-  const CaseFile file{property, b.name, in, real_code_source()};
+void record_failure(const std::string& property, const std::vector<std::string>& extras,
+                    const sut::Behaviour& b, const CaseInputs& in) {
+  const CaseFile file{property, b.name, in, real_code_source(), extras};
   const std::string text = to_json(file);
   std::error_code ec;
   const std::filesystem::path dir(case_file_dir());
@@ -76,17 +77,18 @@ void record_failure(const std::string& property, const sut::Behaviour& b, const 
 
 // A property of the variant under test that draws a CaseInputs with `draw` and runs `check` on
 // it, recording the case when the check fails (a discarded case is not a failure).
+// `extras`: the keys of the extras `draw` sets (properties/case_extras.h).
 Property replayable(std::string name, std::string claim, std::vector<std::string> killers,
-                    Draw draw, Check check) {
-  auto body = [name, draw, check](const sut::Behaviour& b) {
+                    Draw draw, Check check, std::vector<std::string> extras = {}) {
+  auto body = [name, extras, draw, check](const sut::Behaviour& b) {
     const CaseInputs in = draw();
     try {
       check(in, b);
     } catch (const rc::detail::CaseResult& r) {
-      if (r.type == rc::detail::CaseResult::Type::Failure) record_failure(name, b, in);
+      if (r.type == rc::detail::CaseResult::Type::Failure) record_failure(name, extras, b, in);
       throw;
     } catch (...) {
-      record_failure(name, b, in);
+      record_failure(name, extras, b, in);
       throw;
     }
   };
@@ -96,6 +98,8 @@ Property replayable(std::string name, std::string claim, std::vector<std::string
   p.killers = std::move(killers);
   p.body = body;
   p.check = std::move(check);
+  p.draw = std::move(draw);
+  p.extras = std::move(extras);
   return p;
 }
 
@@ -237,7 +241,8 @@ std::vector<Property> hybrid_optimizer_properties() {
                  {"patched-F1", "DS-01"}, gen::two_fractions_case,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_offload_invariance(in.c, in.schedule, b, in.other_fraction);
-                 }),
+                 },
+                 {"other_fraction"}),
       replayable("HybridOptimizerDiff.HdoAtFractionOneEqualsThePlainOptimizer",
                  "the hybrid optimizer with everything on the host equals the plain AdamW path "
                  "within the named tolerance between torch 2.11's fused and single-tensor CPU "
@@ -246,16 +251,18 @@ std::vector<Property> hybrid_optimizer_properties() {
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_hdo_against_plain(in.c, in.schedule, b);
                  }),
-      replayable("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
-                 "save, load into a fresh optimizer: right after the load its whole state "
-                 "(moments, masters, stepped tensors, step counts, hyper-parameters) equals the "
-                 "saved one; "
-                 "continue: bit-identical to no interruption",
-                 {"patched-F2", "patched-F10", "HDO-05"},
-                 [] { return gen::split_schedule(/*force_offload=*/true); },
-                 [](const CaseInputs& in, const sut::Behaviour& b) {
-                   run_save_load_continue(in.c, in.schedule, in.split, b);
-                 }),
+      replayable(
+          "HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption",
+          "save, load into a fresh optimizer: right after the load its whole state "
+          "(moments, masters, stepped tensors, step counts, hyper-parameters) equals the "
+          "saved one; "
+          "continue: bit-identical to no interruption",
+          {"patched-F2", "patched-F10", "HDO-05"},
+          [] { return gen::split_schedule(/*force_offload=*/true); },
+          [](const CaseInputs& in, const sut::Behaviour& b) {
+            run_save_load_continue(in.c, in.schedule, in.split, b);
+          },
+          {"split"}),
       replayable("HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice",
                  "save, then load into a fresh optimizer a state dict read with "
                  "`map_location=\"cpu\"` or where it was saved: every tensor of `hdo.state` and "
@@ -265,7 +272,8 @@ std::vector<Property> hybrid_optimizer_properties() {
                  {"PT-03", "patched-F2"}, gen::mapped_load_case,
                  [](const CaseInputs& in, const sut::Behaviour& b) {
                    run_load_placement(in.c, in.schedule, in.split, in.map_location == "cpu", b);
-                 }),
+                 },
+                 {"split", "map_location"}),
   };
 }
 
@@ -417,7 +425,8 @@ std::vector<Property> checkpoint_properties() {
                   [] { return gen::split_schedule(/*force_offload=*/false); },
                   [](const CaseInputs& in, const sut::Behaviour& b) {
                     run_dist_ckpt_resume(in.c, in.schedule, in.split, b);
-                  }),
+                  },
+                  {"split"}),
               {rig::Capability::kDistributedCheckpoints, rig::Capability::kNonTensorState}),
       needing(replayable(
                   "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState",
@@ -431,14 +440,15 @@ std::vector<Property> checkpoint_properties() {
                   [](const CaseInputs& in, const sut::Behaviour& b) {
                     run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
                                                  in.other_dp, b);
-                  }),
+                  },
+                  {"checkpoint_format", "other_dp"}),
               {rig::Capability::kGatheredCheckpoints}),
       replayable("HybridOptimizerState.CommandSequencesMatchTheReference",
                  "`rc::state` sequences of Step, SetLr/SetWd, ZeroGrad, SaveState, "
                  "Rebuild+LoadState, ReloadModelParams agree with the reference after every "
                  "command, bit for bit",
                  {"patched-F2", "patched-F3", "patched-F11"}, draw_hybrid_state_case,
-                 check_hybrid_state_case),
+                 check_hybrid_state_case, {"rank", "commands"}),
   };
 }
 

@@ -49,6 +49,10 @@ struct Property {
   std::function<void(const sut::Behaviour&)> body;
   // The claim on given inputs, for properties whose inputs fit a CaseInputs (empty otherwise).
   std::function<void(const CaseInputs&, const sut::Behaviour&)> check;
+  // How it draws those inputs (empty when `check` is), and the extras of CaseInputs the draw sets
+  // (properties/case_extras.h, by key): what its case files hold beyond the case and schedule.
+  std::function<CaseInputs()> draw;
+  std::vector<std::string> extras;
 };
 
 

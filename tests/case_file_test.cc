@@ -2,19 +2,21 @@
 // malformed file is refused with the field named; shardcheck-replay fails the seed case under
 // upstream (exit 1), passes it on the fully patched variant (exit 0) and exits 2 on bad input;
 // and a failing property writes a case file that replays to the same failure.
+#include "properties/case_file.h"
+
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <rapidcheck.h>
-
-#include "properties/case_file.h"
+#include "properties/case_extras.h"
 #include "properties/gen/case_gen.h"
 #include "properties/gen/step_gen.h"
 #include "properties/hybrid_state.h"
@@ -101,6 +103,7 @@ TEST(CaseFile, GeneratedCasesRoundTrip) {
     f.inputs.schedule = *gen::schedule(f.inputs.c, 8);
     f.inputs.split = *rc::gen::inRange<size_t>(0, f.inputs.schedule.steps.size() + 1);
     f.inputs.other_fraction = *rc::gen::inRange(0, 1001) / 1000.0;
+    f.extras = {"split", "other_fraction"};
     const std::string text = to_json(f);
     const CaseFile back = parse_case_file(text);
     RC_ASSERT(back.property == f.property);
@@ -119,6 +122,7 @@ TEST(CaseFile, StatefulCasesRoundTripWithTheirCommands) {
     f.property = "HybridOptimizerState.CommandSequencesMatchTheReference";
     f.variant = "hdo-reload";
     f.inputs = draw_hybrid_state_case();
+    f.extras = find_property(f.property)->extras;
     const std::string text = to_json(f);
     const CaseFile back = parse_case_file(text);
     RC_ASSERT(same_inputs(back.inputs, f.inputs));
@@ -155,6 +159,63 @@ TEST(CaseFile, SameInputsSeesEveryField) {
   f.inputs = base;
   f.inputs.map_location = "cpu";
   EXPECT_FALSE(same_inputs(base, f.inputs));
+}
+
+// The extras `in` holds away from their defaults.
+std::set<std::string> set_extras(const CaseInputs& in) {
+  std::set<std::string> out;
+  for (const CaseExtra& e : case_extras()) {
+    if (!e.same(in, CaseInputs{})) out.insert(e.key);
+  }
+  return out;
+}
+
+// The extras `p`'s draw sets over `cases` draws that `p` does not name: its case files would lose
+// them, and their replay would not be the failure.
+std::set<std::string> unnamed_extras(const Property& p, int cases) {
+  std::set<std::string> drawn;
+  for_cases(21, cases, [&] {
+    for (const std::string& key : set_extras(p.draw())) drawn.insert(key);
+  });
+  for (const std::string& key : p.extras) drawn.erase(key);
+  return drawn;
+}
+
+// Each replayable property names the extras its draw sets (Property::extras), each a known one,
+// so that its case files hold its whole draw; every extra is some property's.
+TEST(CaseExtras, EachReplayablePropertyNamesTheExtrasItDraws) {
+  std::set<std::string> named;
+  for (const Property& p : all_properties()) {
+    if (!p.draw) continue;
+    EXPECT_EQ(unnamed_extras(p, 30), std::set<std::string>{}) << p.name;
+    for (const std::string& key : p.extras) {
+      EXPECT_NE(find_case_extra(key), nullptr) << p.name << ": " << key;
+      named.insert(key);
+    }
+  }
+  for (const CaseExtra& e : case_extras()) EXPECT_TRUE(named.count(e.key)) << e.key;
+}
+
+// The check above catches a property whose registration forgets an extra it draws.
+TEST(CaseExtras, APropertyThatForgetsAnExtraItDrawsIsCaught) {
+  Property p = *find_property("HybridOptimizerDiff.LoadedStateLivesOnItsSubOptimizersDevice");
+  ASSERT_EQ(p.extras, (std::vector<std::string>{"split", "map_location"}));
+  p.extras = {"split"};
+  EXPECT_EQ(unnamed_extras(p, 30), std::set<std::string>{"map_location"});
+}
+
+// A recorded case file holds its property's extras and no other; an old file's extras, whatever
+// its property, read back and are written again.
+TEST(CaseExtras, ACaseFileHoldsItsPropertysExtras) {
+  CaseFile f = parse_case_file(read(kSeedCase));
+  EXPECT_EQ(f.extras, (std::vector<std::string>{"split", "other_fraction"}));
+  EXPECT_NE(to_json(f).find("\"other_fraction\""), std::string::npos);
+  f.extras = find_property(f.property)->extras;
+  EXPECT_TRUE(f.extras.empty()) << f.property;
+  const std::string text = to_json(f);
+  EXPECT_EQ(text.find("\"split\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"other_fraction\""), std::string::npos) << text;
+  EXPECT_TRUE(same_inputs(parse_case_file(text).inputs, f.inputs));
 }
 
 TEST(CaseFile, TheSeedCaseIsTheSeedDefectsMinimalCase) {
@@ -210,6 +271,7 @@ TEST(CaseFile, MalformedFilesNameTheField) {
 
 TEST(CaseFile, MapLocationRoundTripsAndOnlyCpuIsKnown) {
   CaseFile f = parse_case_file(read(kSeedCase));
+  f.extras.push_back("map_location");
   EXPECT_EQ(to_json(f).find("map_location"), std::string::npos);  // absent: where saved
   f.inputs.map_location = "cpu";
   const std::string text = to_json(f);

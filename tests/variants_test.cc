@@ -44,7 +44,6 @@ TEST(Variants, TheOldChainNamesAreAliasesOfTheirSets) {
   for (const auto& [alias, set] : aliases) EXPECT_EQ(flags_of(alias), flags_of(set)) << alias;
   EXPECT_EQ(flags_of("patched"), flags(fully_patched()));
   EXPECT_EQ(flags_of("upstream"), flags(upstream()));
-  EXPECT_EQ(patched_changes(), "pr6982+F1+F2+F3+F4+F5+F6+pr4547+F7+F8+F9+F10+F11+F12");
 }
 
 // Each row's change sets its own flag and only that (the pipelined engine also the fused host
@@ -68,7 +67,9 @@ TEST(Variants, EachRowChangesItsOwnFlagAndOnlyThat) {
     EXPECT_EQ(differing, r.flag == Deviation::kPipelined ? 2 : 1) << r.name << ": " << with;
     EXPECT_TRUE(behaviour_by_name(r.name)->has(r.flag)) << r.name;
     EXPECT_EQ(flags_of("upstream+" + std::string(r.name)), with);
-    if (*r.alias != '\0') EXPECT_EQ(flags_of(r.alias), with) << r.alias;
+    if (*r.alias != '\0') {
+      EXPECT_EQ(flags_of(r.alias), with) << r.alias;
+    }
   }
   EXPECT_EQ(flags_of("F7"), flags_of("pr5077"));
   EXPECT_EQ(behaviour_by_name("patched+pipelined")->pipeline_chunk, 4096);
@@ -83,8 +84,12 @@ TEST(Variants, EveryDeviationHasExactlyOneRow) {
   for (const DeviationRow& r : deviation_table()) {
     EXPECT_TRUE(names.insert(r.name).second) << "two rows named " << r.name;
     EXPECT_NE(*r.doc, '\0') << r.name << " has no doc line";
-    if (r.kind == DeviationKind::kFix) EXPECT_NE(*r.finding, '\0') << r.name;
-    if (r.kind == DeviationKind::kMutant) EXPECT_NE(*r.base, '\0') << r.name;
+    if (r.kind == DeviationKind::kFix) {
+      EXPECT_NE(*r.finding, '\0') << r.name;
+    }
+    if (r.kind == DeviationKind::kMutant) {
+      EXPECT_NE(*r.base, '\0') << r.name;
+    }
     if (r.value) ++owners[static_cast<size_t>(r.flag)];
   }
   for (size_t k = 0; k < kDeviationCount; ++k) EXPECT_EQ(owners[k], 1) << "deviation " << k;
