@@ -1,8 +1,8 @@
 // The one driver of the port's ranks: the world the options name, resolved once (the model at its
 // scale, the checked sizes, the accelerator), and one rank's instance of the main job's case
-// built and stepped as the main job steps it. The main job's rows (cli.cc), the multi-process
-// mode's in-process expectation and its ranks' own instances (multiprocess.cc) all build ranks
-// through it.
+// built and stepped as the main job steps it, and the in-process mode of one stage that the
+// multi-process mode checks its ranks against (stage_digests). The main job's rows (cli.cc) and
+// the multi-process ranks' own instances (multiprocess.cc) build ranks through it too.
 #pragma once
 
 #include <cstdint>
