@@ -54,10 +54,8 @@ std::string JobRank::outcome() const {
   return s;
 }
 
-model::StepInputs JobRank::inputs(int k) const { return main_job_step(spec_, seed_, k); }
-
 model::StepInputs JobRank::step(int k) {
-  model::StepInputs in = inputs(k);
+  model::StepInputs in = main_job_step(spec_, seed_, k);
   step(in);
   return in;
 }

@@ -44,11 +44,9 @@ class JobRank {
   bool ok() const { return !rig_.construction().error; }
   // "OK", or the construction error as "Type: message (first: PARAM)".
   std::string outcome() const;
-  // The main job's inputs of step `k` (main_job_step): the same for every rank of the stage.
-  model::StepInputs inputs(int k) const;
   // One step with `in`.
   void step(const model::StepInputs& in) { rig_.step(in); }
-  // One step with inputs(k); returns them.
+  // One step with the main job's inputs of step `k` (main_job_step); returns them.
   model::StepInputs step(int k);
   model::Instance instance() const { return inst_; }
   // The case parameters of its instance, in case order (the rig's parameters).

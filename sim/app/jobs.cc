@@ -162,12 +162,6 @@ model::CaseSpec stage_case(const CliOptions& options, const input::WorldSizes& w
   return c;
 }
 
-model::CaseSpec main_job_case(const CliOptions& options,
-                              const std::vector<input::InventoryParam>& inventory, int num_layers,
-                              int num_experts, int stage, int ep_rank) {
-  return stage_case(options, options.world, inventory, num_layers, num_experts, stage, ep_rank);
-}
-
 // The inputs of step `step` of the main job: grads from the seed and each parameter's name (so that
 // a parameter gets the same gradient on every rank that holds it, and the experts of different
 // EP ranks different ones), lr 1e-3, weight decay 0.1 for even groups and 0 for odd ones (as at

@@ -38,10 +38,6 @@ std::optional<std::string> memory_budget_refusal(const CliOptions& options,
 model::CaseSpec stage_case(const CliOptions& options, const input::WorldSizes& world,
                            const std::vector<input::InventoryParam>& inventory, int num_layers,
                            int num_experts, int stage, int ep_rank);
-// stage_case in the world options.world (a checked one).
-model::CaseSpec main_job_case(const CliOptions& options,
-                              const std::vector<input::InventoryParam>& inventory, int num_layers,
-                              int num_experts, int stage, int ep_rank);
 // The main job's inputs of step `step` (grads from the seed, the groups' hyper-parameters).
 model::StepInputs main_job_step(const model::CaseSpec& spec, uint64_t seed, int step);
 
