@@ -8,6 +8,13 @@ namespace sc::model {
 
 float backward_grad(DType param_dtype, float g) { return round_to(param_dtype, g); }
 
+StepInputs as_backward_delivers(const CaseSpec& spec, StepInputs in) {
+  for (size_t p = 0; p < spec.params.size(); ++p) {
+    for (float& g : in.grads[p]) g = backward_grad(spec.params[p].dtype, g);
+  }
+  return in;
+}
+
 float accumulate_into_main_grad(DType grad_dtype, float main_grad, float grad) {
   return round_to(grad_dtype, main_grad + grad);
 }

@@ -12,12 +12,16 @@
 
 #include "model/dtype.h"
 #include "model/spec.h"
+#include "model/step_inputs.h"
 
 namespace sc::model {
 
 // The gradient autograd delivers for a case gradient value `g`: G holds `g` in the parameter's
 // dtype, and the product's backward multiplies by one, so it is `g` rounded to that dtype.
 float backward_grad(DType param_dtype, float g);
+// A step's inputs with every gradient as autograd delivers it (backward_grad), so that the step
+// taken from main_grad sees what the backward pass left there.
+StepInputs as_backward_delivers(const CaseSpec& spec, StepInputs in);
 
 // `main_grad.add_(grad)` for one element: both widened to fp32, added in fp32, rounded once to
 // the grad buffer's dtype (LibTorch's CPU add for bf16 and fp16 computes in float).

@@ -19,9 +19,10 @@ std::optional<std::string> construction_difference(const rig::RankObservation& p
                                                    const rig::RankObservation& real);
 // The first difference between what two constructed ranks hold now: every installed entry's
 // model piece, optimizer piece, state and placement, the group hyper-parameters, the
-// sub-optimizer counts and every model parameter, bit for bit; or nothing.
+// sub-optimizer counts and (`with_model_values`) every model parameter, bit for bit; or nothing.
 std::optional<std::string> holding_difference(const rig::RankUnderTest& port,
-                                              const rig::RankUnderTest& real);
+                                              const rig::RankUnderTest& real,
+                                              bool with_model_values = true);
 
 // Builds every checked rank of both instances of `spec` (no Transformer Engine) on the port
 // under `behaviour` and on `tree`, from the same initial values, steps both through `schedule`

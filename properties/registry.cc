@@ -1,13 +1,13 @@
 #include "properties/registry.h"
 
+#include <rapidcheck.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
-
-#include <rapidcheck.h>
 
 #include "properties/diff_props.h"
 #include "properties/fused_adam_props.h"
@@ -19,12 +19,13 @@
 #include "properties/model_laws.h"
 #include "properties/numeric_props.h"
 #include "properties/real_code_props.h"
+#include "properties/real_ranks_props.h"
 #include "properties/scaler_props.h"
 #include "properties/shape_props.h"
 #include "properties/step_flow_props.h"
-#include "sim/port/deviation.h"
-#include "properties/training_props.h"
 #include "properties/support.h"
+#include "properties/training_props.h"
+#include "sim/port/deviation.h"
 
 namespace sc::props {
 
@@ -524,7 +525,20 @@ std::vector<Property> real_code_properties() {
       });
   diff.target = Target::kPortVsRealCode;
   diff.not_on_real_code = "it runs the port and the real code side by side";
-  return {diff};
+  Property ranks = replayable(
+      "RealRanks.MultiProcessEqualsOneProcessAndPort",
+      "real code on one worker process per DP rank over Gloo (its DDP reduce-scatters the "
+      "grads, its optimizer all-gathers the params): after construction and every step each "
+      "rank holds what the one-process emulation and the port hold, bit for bit, and every "
+      "rank's full parameters equal every other's and the owners' stepped pieces",
+      {"MEG-02"}, gen::real_ranks_case, [](const CaseInputs& in, const sut::Behaviour& b) {
+        const auto tree = megatron_tree();
+        if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");
+        run_real_ranks(in.c, in.schedule, b, *tree);
+      });
+  ranks.target = Target::kPortVsRealCode;
+  ranks.not_on_real_code = "it runs the real code on real ranks, its emulation and the port";
+  return {diff, ranks};
 }
 
 std::string killed_by(const Property& p) {

@@ -27,15 +27,6 @@ rig::Target training_target(const sut::Behaviour& b) {
   return t;
 }
 
-// A step's inputs with each gradient as autograd delivers it: rounded to its parameter's dtype,
-// so that the step the reference takes sees what the backward pass left in main_grad.
-model::StepInputs as_backward_delivers(const model::CaseSpec& c, model::StepInputs in) {
-  for (size_t p = 0; p < c.params.size(); ++p) {
-    for (float& g : in.grads[p]) g = model::backward_grad(c.params[p].dtype, g);
-  }
-  return in;
-}
-
 // "dense rank 1 after step 2" (step 0: after construction).
 std::string when(model::Instance inst, int64_t rank, int step) {
   std::ostringstream os;
@@ -72,7 +63,8 @@ void grads_reach_main_grads(const model::CaseSpec& spec, const gen::Schedule& sc
   model::RankReference ref(spec, plan, rig.initial_values(), torch_kernels(),
                            device().is_cuda());
   for (size_t k = 0; k < schedule.steps.size(); ++k) {
-    const model::StepInputs in = as_backward_delivers(spec, gen::materialise(spec, schedule.steps[k]));
+    const model::StepInputs in =
+        model::as_backward_delivers(spec, gen::materialise(spec, schedule.steps[k]));
     rig.zero_grad(/*set_to_none=*/true);
     check(check_grads(spec, rig.backward(in.grads), {in.grads}, when(inst, r, static_cast<int>(k))),
           b);
@@ -94,7 +86,8 @@ void zero_grad_clears(const model::CaseSpec& spec, const gen::Schedule& schedule
   const size_t n = schedule.steps.size();
   Passes g;
   for (size_t k = 0; k < 3; ++k) {
-    g.push_back(as_backward_delivers(spec, gen::materialise(spec, schedule.steps[k % n])).grads);
+    g.push_back(
+        model::as_backward_delivers(spec, gen::materialise(spec, schedule.steps[k % n])).grads);
   }
   const std::string at = when(inst, r, 0);
   rig.backward(g[0]);

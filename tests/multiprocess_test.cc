@@ -2,7 +2,11 @@
 // gradient, and worlds of real processes over c10d Gloo on loopback, whose parameters must equal
 // the in-process mode's bit for bit; faults that the checks must catch; no process left behind;
 // and the same as a property on generated worlds.
+#include "sim/app/multiprocess.h"
+
 #include <dirent.h>
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +24,11 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include <rapidcheck.h>
-
+#include "properties/run.h"
 #include "sim/app/cli.h"
 #include "sim/app/jobs.h"
 #include "sim/app/launcher.h"
-#include "properties/run.h"
-#include "sim/app/multiprocess.h"
+#include "sim/rig/grad_parts.h"
 #include "sim/rig/rng.h"
 
 namespace sc::app {
@@ -187,7 +187,7 @@ TEST(GradPart, PartsSumToTheGradientInEveryOrder) {
   for (int n : {1, 2, 3, 4, 5, 8, 24, 32}) {
     for (float g : values) {
       std::vector<float> parts;
-      for (int k = 0; k < n; ++k) parts.push_back(grad_part(g, k, n));
+      for (int k = 0; k < n; ++k) parts.push_back(rig::grad_part(g, k, n));
       std::vector<int> order(n);
       for (int k = 0; k < n; ++k) order[k] = k;
       int orders = 0;
@@ -217,7 +217,7 @@ TEST(GradPart, PartsSumToTheGradientInEveryOrder) {
   }
   // Every rank contributes to a gradient with a full significand.
   const float full = 1.0f + 0x1p-23f + 0x1p-10f + 0x1p-17f + 0x1p-5f;
-  for (int k = 0; k < 4; ++k) EXPECT_NE(grad_part(full, k, 4), 0.0f) << k;
+  for (int k = 0; k < 4; ++k) EXPECT_NE(rig::grad_part(full, k, 4), 0.0f) << k;
 }
 
 TEST(Launcher, SetsTheRendezvousVariablesForEveryRank) {

@@ -77,6 +77,15 @@ props::CaseInputs gathered_case() {
   return in;
 }
 
+props::CaseInputs real_ranks_case() {
+  props::CaseInputs in;
+  in.c = *case_spec();
+  // One worker process per rank: worlds of two and four.
+  in.c.dp = in.c.expert_dp = *weighted_choice<int64_t>({{3, 2}, {1, 4}});
+  in.schedule = *schedule(in.c, 3);
+  return in;
+}
+
 // An offloaded case stepped `steps` times at most.
 std::function<props::CaseInputs()> offloaded_steps(int steps) {
   return [steps] {

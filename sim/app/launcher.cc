@@ -1,10 +1,7 @@
 #include "sim/app/launcher.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +9,8 @@
 #include <cstring>
 #include <optional>
 #include <thread>
+
+#include "sim/rig/free_port.h"
 
 extern char** environ;
 
@@ -39,23 +38,6 @@ bool LaunchResult::ok() const {
     if (r.signaled || r.code != 0) return false;
   }
   return true;
-}
-
-int pick_free_port(const std::string& addr) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = 0;
-  if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1 ||
-      bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    close(fd);
-    return 0;
-  }
-  socklen_t len = sizeof sa;
-  const int ok = getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ok == 0 ? ntohs(sa.sin_port) : 0;
 }
 
 namespace {
@@ -181,7 +163,8 @@ void enforce_deadlines(const LaunchSpec& spec, Watch& watch, LaunchResult& resul
 
 LaunchResult launch_local(const LaunchSpec& spec) {
   LaunchResult result;
-  result.master_port = spec.master_port > 0 ? spec.master_port : pick_free_port(spec.master_addr);
+  result.master_port =
+      spec.master_port > 0 ? spec.master_port : rig::pick_free_port(spec.master_addr);
   if (result.master_port == 0) {
     result.error = "no free TCP port on " + spec.master_addr;
     return result;

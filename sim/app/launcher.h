@@ -45,8 +45,6 @@ struct LaunchResult {
   bool ok() const;
 };
 
-// A TCP port on `addr` that was free a moment ago (0 when none could be bound).
-int pick_free_port(const std::string& addr);
 // Starts spec.processes ranks and waits for all of them (see the invariants above).
 LaunchResult launch_local(const LaunchSpec& spec);
 // One line per rank that did not exit 0 ("rank 3: exit status 1", "rank 5: killed by signal 15

@@ -1,8 +1,5 @@
 #include "sim/app/multiprocess.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
 #include <unistd.h>
 
@@ -15,43 +12,27 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "shardcheck/config.h"
 #include "sim/app/c10d_world.h"
 #include "sim/app/in_process.h"
 #include "sim/app/jobs.h"
-#include "sim/app/options.h"
 #include "sim/app/launcher.h"
+#include "sim/app/options.h"
 #include "sim/port/behaviour.h"
 #include "sim/port/device.h"
 #include "sim/port/param_buffer.h"
+#include "sim/rig/free_port.h"
+#include "sim/rig/grad_parts.h"
 #include "sim/rig/rank_rig.h"
 #if SC_TORCH_CUDA
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 namespace sc::app {
-
-float grad_part(float grad, int rank, int ranks) {
-  uint32_t u;
-  std::memcpy(&u, &grad, sizeof u);
-  const uint32_t exponent = (u >> 23) & 0xffu;
-  const float zero = std::copysign(0.0f, grad);
-  if (exponent == 0 || exponent == 0xffu) return rank == 0 ? grad : zero;
-  // grad = sign * m * 2^(exponent - 150) with a 24-bit significand m; field `rank` of `ranks` is
-  // the bits [24 - 24(rank+1)/ranks, 24 - 24rank/ranks) of m (empty for every rank >= 24 when
-  // ranks > 24).
-  const uint32_t m = (u & 0x7fffffu) | 0x800000u;
-  const int hi = 24 - 24 * rank / ranks, lo = 24 - 24 * (rank + 1) / ranks;
-  if (hi <= lo) return zero;
-  const uint32_t mask = ((hi == 32 ? 0u : (1u << hi)) - 1u) & ~((1u << lo) - 1u);
-  const uint32_t field = m & mask;
-  if (field == 0) return zero;
-  // field < 2^24 is exact in a float and the scaling by a power of two is exact too: the lowest
-  // bit of m weighs 2^(exponent - 150) >= 2^-149, the smallest subnormal.
-  return std::copysign(std::ldexp(static_cast<float>(field), static_cast<int>(exponent) - 150),
-                       grad);
-}
 
 namespace {
 
@@ -355,7 +336,7 @@ std::vector<std::vector<float>> local_grads(const Worker& worker, const RankInst
     for (size_t e = 0; e < in.grads[p].size(); ++e) {
       local[p][e] = worker.fault_here("drop-grads")
                         ? 0.0f
-                        : grad_part(in.grads[p][e], instance.rank, instance.size);
+                        : rig::grad_part(in.grads[p][e], instance.rank, instance.size);
     }
   }
   for (size_t p = 0; p < local.size(); ++p) {
@@ -620,7 +601,7 @@ int run_local_launcher(const CliOptions& options, std::ostream& out, std::ostrea
   // When a rank fails, the others get the collective timeout (and a little) to see it and exit
   // with their own error before the launcher stops them.
   spec.grace_s = options.collective_timeout_s + 2;
-  spec.master_port = pick_free_port(spec.master_addr);
+  spec.master_port = rig::pick_free_port(spec.master_addr);
   emit(out, launcher_header(options, setup, spec));
   const LaunchResult result = launch_local(spec);
   if (result.ok()) {

@@ -22,13 +22,6 @@ namespace sc::app {
 
 struct CliOptions;
 
-// The part of gradient value `grad` that DP rank `rank` of `ranks` contributes. The parts cut
-// grad's significand into disjoint bit fields (rank 0 takes the leading bits; zeros, subnormals,
-// infinities and NaN go whole to rank 0, the others add a zero of grad's sign), so the sum of any
-// subset is exactly representable and every summation order yields exactly grad (a NaN comes
-// back a NaN, quieted if it was signalling).
-float grad_part(float grad, int rank, int ranks);
-
 // Empty when `options` is a valid multi-process run (one variant, EP 1, processes = pp * dp, ...),
 // else the message (exit status 2).
 std::optional<std::string> check_multi_process_options(const CliOptions& options);

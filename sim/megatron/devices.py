@@ -328,13 +328,15 @@ def install_cuda_stand_in():
 
 # ---- torch.distributed ----
 
-def install_distributed():
+def install_distributed(world=None):
     """A one-process gloo group over an in-memory store, so that Megatron's checks of
-    torch.distributed pass; the DP groups Megatron is handed are stand-ins. Returns what it
-    added."""
+    torch.distributed pass, and the DP groups Megatron is handed are stand-ins; or, given a
+    world (world.py), that world joined. Returns what it added."""
     distributed = torch.distributed
     added = []
-    if not distributed.is_initialized():
+    if world is not None and not distributed.is_initialized():
+        world.join()
+    elif not distributed.is_initialized():
         distributed.init_process_group("gloo", store=distributed.HashStore(), rank=0,
                                        world_size=1)
     if not getattr(distributed.all_reduce, "simulates_stand_in_groups", False):
@@ -350,7 +352,8 @@ def install_distributed():
         distributed.all_reduce = all_reduce
         added.append("torch.distributed.all_reduce: on a group stand-in that simulates its other "
                      "ranks (the grad-stats group), that group's answer; else gloo's")
-    added.append("torch.distributed: one process (gloo, in-memory store); data-parallel ranks "
-                 "are emulated by process-group stand-ins of size dp that answer size() and "
-                 "rank() only")
+    if world is None:
+        added.append("torch.distributed: one process (gloo, in-memory store); data-parallel "
+                     "ranks are emulated by process-group stand-ins of size dp that answer "
+                     "size() and rank() only")
     return added

@@ -187,13 +187,14 @@ def ddp_bucket_size(ddp_config, dp_size):
 class Rank:
     """One rank of one instance (dense or expert) of a case."""
 
-    def __init__(self, megatron, request):
+    def __init__(self, megatron, request, world=None):
         self.megatron = megatron
+        self.world = world  # world.py's World: a real rank, in training mode
         self.case = request["case"]
         self.expert = request["instance"] == "expert"
         self.rank = request["rank"]
         self.transformer_engine = self.case.get("transformer_engine", False)
-        self.training = bool(self.case.get("training", False))
+        self.training = bool(self.case.get("training", False)) or world is not None
         megatron.use_transformer_engine(self.transformer_engine)
         specs = self.case["params"]
         self.case_index = [i for i, s in enumerate(specs) if s["is_expert"] == self.expert]
@@ -235,9 +236,14 @@ class Rank:
 
     def _groups(self):
         """This instance's data-parallel group (dense or expert DP), the dense one (DDP's
-        dp_cp group) and a process-group collection with a one-rank tensor-parallel group."""
-        dense = GroupStandIn(self.case["dp"], self.rank % self.case["dp"])
-        group = GroupStandIn(self.dp, self.rank)
+        dp_cp group) and a process-group collection with a one-rank tensor-parallel group; the
+        world's real groups on a real rank."""
+        if self.world is not None:
+            dense = self.world.dense()
+            group = self.world.expert() if self.expert else dense
+        else:
+            dense = GroupStandIn(self.case["dp"], self.rank % self.case["dp"])
+            group = GroupStandIn(self.dp, self.rank)
         pg_collection = types.SimpleNamespace(tp=GroupStandIn(1, 0), dp_cp=dense)
         return group, dense, pg_collection
 

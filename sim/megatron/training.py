@@ -74,8 +74,9 @@ def wrap_chunk(rank, members, disable_bucketing, full_param_layout):
                     disable_bucketing=disable_bucketing,
                     pg_collection=_ddp_groups(rank, collection_class),
                     full_param_layout=full_param_layout)
-    ddp.start_param_sync = _skip_param_sync
-    ddp._start_bucket_group_param_sync = _skip_param_sync
+    if rank.world is None:
+        ddp.start_param_sync = _skip_param_sync
+        ddp._start_bucket_group_param_sync = _skip_param_sync
     return ddp
 
 
@@ -83,7 +84,9 @@ def _ddp_groups(rank, collection_class):
     """DDP's process groups: the data-parallel group of the rank's buffers (the instance's own
     group for dense parameters, the dense one beside the expert group for experts)."""
     one = GroupStandIn(1, 0)
-    if rank.expert:
+    if rank.world is not None:
+        dense, expert = rank.world.dense(), rank.world.expert()
+    elif rank.expert:
         dense, expert = rank.dense_group, rank.group
     else:
         expert_dp = rank.case["expert_dp"]
@@ -108,7 +111,9 @@ def _constant(param, bits, case_index):
 
 def backward(rank, grads):
     """The `backward` op: a forward pass of every chunk and backward of the total loss, inside
-    every chunk DDP's no_sync(); the reply's `params` in rank.params order."""
+    every chunk DDP's no_sync(); on a real rank (world.py) outside it, then each chunk DDP's
+    finish_grad_sync(), which reduce-scatters the grads over the real group. The reply's
+    `params` in rank.params order."""
     if not rank.training:
         raise ValueError('backward: the rank was built without "training": true; only training '
                          "mode runs a backward pass")
@@ -119,11 +124,15 @@ def backward(rank, grads):
                  for p, i in zip(rank.params, rank.case_index) if p.requires_grad}
     if constants:
         with contextlib.ExitStack() as stack:
-            for ddp in rank.model_chunks:
-                stack.enter_context(ddp.no_sync())
+            if rank.world is None:
+                for ddp in rank.model_chunks:
+                    stack.enter_context(ddp.no_sync())
             losses = [loss for loss in (ddp(constants) for ddp in rank.model_chunks)
                       if loss is not None]
             sum(losses).backward()
+    if rank.world is not None:  # what finalize_model_grads does for data parallelism
+        for ddp in rank.model_chunks:
+            ddp.finish_grad_sync()
     return {"params": [_param_report(p, i) for p, i in zip(rank.params, rank.case_index)]}
 
 

@@ -25,6 +25,7 @@ import rank  # noqa: E402
 import observe  # noqa: E402
 import stream_order  # noqa: E402
 import training  # noqa: E402
+import world as worlds  # noqa: E402
 from loader import STAND_INS as LOADER_STAND_INS, Megatron, TreeError  # noqa: E402
 from rank import STAND_INS as RANK_STAND_INS, Blob, Rank, from_bits  # noqa: E402
 from te_stand_in import StandInRefused  # noqa: E402
@@ -36,25 +37,48 @@ def parse_arguments():
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--values", choices=("list", "base64", "binary"), default="list",
                         help="how replies carry tensor values (docs/megatron-worker.md)")
+    parser.add_argument("--world-size", type=int, default=0,
+                        help="join a world of this many real ranks (world.py)")
+    parser.add_argument("--world-rank", type=int, default=0, help="this worker's rank in it")
+    parser.add_argument("--master", default="127.0.0.1:29500",
+                        help="ADDR:PORT of the rendezvous (rank 0 holds it)")
+    parser.add_argument("--collective-timeout", type=float, default=60.0,
+                        help="seconds a rendezvous or collective waits for the other ranks")
     return parser.parse_args()
 
 
-def set_up(device):
-    """Installs what this machine lacks; returns the stand-ins, in words."""
+def make_world(arguments):
+    """The world this worker joins, or None (one process, DP ranks emulated)."""
+    if arguments.world_size <= 0:
+        return None
+    try:
+        return worlds.World(arguments.world_rank, arguments.world_size, arguments.master,
+                            arguments.collective_timeout)
+    except ValueError as e:
+        raise TreeError("bad_world", str(e)) from e
+
+
+def set_up(device, world=None):
+    """Installs what this machine lacks and joins `world`; returns the stand-ins, in words."""
     stand_ins = []
     if device == "cpu":
         stand_ins += devices.install_cuda_stand_in()
     elif not torch.cuda.is_available():
         raise TreeError("import_failed", "--device cuda, but torch.cuda.is_available() is false")
-    stand_ins += devices.install_distributed()
-    return stand_ins + LOADER_STAND_INS + RANK_STAND_INS + training.STAND_INS
+    try:
+        stand_ins += devices.install_distributed(world)
+    except (RuntimeError, ValueError) as e:  # a rendezvous that timed out or was refused
+        raise TreeError("world_failed", " ".join(str(e).split())[:400]) from e
+    real = worlds.STAND_INS if world is not None else []
+    return stand_ins + LOADER_STAND_INS + RANK_STAND_INS + training.STAND_INS + real
 
 
 class Worker:
     """Serves requests against one loaded tree; keeps the ranks it built by handle."""
 
-    def __init__(self, megatron):
+    def __init__(self, megatron, world=None):
         self.megatron = megatron
+        self.world = world
         self.ranks = {}
         self.checkpoints = {}
         # (handle, checker): the rank built with check_stream_order. While it lives, every
@@ -77,6 +101,11 @@ class Worker:
         self.megatron.use_transformer_engine(rank.transformer_engine)
         return rank
 
+    def refuse_on_real_ranks(self, op):
+        if self.world is not None:
+            raise ValueError(f"{op}: served on emulated ranks only; on real ranks the stand-in "
+                             "that simulates the other ranks would be real ranks (world.py)")
+
     def op_build(self, request):
         if request.get("check_stream_order", False):
             if torch.cuda.Stream is not devices.Stream:
@@ -84,7 +113,9 @@ class Worker:
                                  "works on the host stand-in (--device cpu)")
             self.stream_check = (request["handle"], stream_order.StreamOrderChecker())
         try:
-            rank = Rank(self.megatron, request)
+            if self.world is not None:
+                self.world.check(request)
+            rank = Rank(self.megatron, request, self.world)
         except BaseException:  # no rank: nothing will drop it and end the checking
             if self.stream_check[0] == request["handle"]:
                 self.stream_check = (None, None)
@@ -166,6 +197,7 @@ class Worker:
         step reads them from the shared config); the grad-stats group becomes the stand-in, given
         every rank's shards ([case param index, start, end] in its groups' order) to simulate the
         other ranks' shares."""
+        self.refuse_on_real_ranks("use_grad_stats")
         rank = self.rank(request)
         rank.require_constructed()
         rank.dist.config.clip_grad = float(request["clip_grad"])
@@ -203,6 +235,7 @@ class Worker:
         `--loss-scale`, set after construction as the constructor would have set it (the scaler
         and its `found_inf` tensor); the grad-stats group becomes the stand-in that simulates the
         other DP ranks' found-inf flags."""
+        self.refuse_on_real_ranks("use_grad_scaler")
         rank = self.rank(request)
         rank.require_constructed()
         c = request["config"]
@@ -369,14 +402,18 @@ def main():
     rank.VALUE_ENCODING = arguments.values
     tree = os.path.abspath(arguments.tree)
     try:
-        stand_ins = set_up(arguments.device)
+        world = make_world(arguments)
+        stand_ins = set_up(arguments.device, world)
         megatron = Megatron(tree)
     except TreeError as e:
         write(out, {"ready": False, "kind": e.kind, "error": " ".join(str(e).split())})
         return 2
-    write(out, {"ready": True, "tree": tree, "torch": torch.__version__,
-                "device": arguments.device, "stand_ins": stand_ins})
-    worker = Worker(megatron)
+    hello = {"ready": True, "tree": tree, "torch": torch.__version__,
+             "device": arguments.device, "stand_ins": stand_ins}
+    if world is not None:
+        hello["world"] = world.describe()
+    write(out, hello)
+    worker = Worker(megatron, world)
     going_on = True
     while going_on:
         try:

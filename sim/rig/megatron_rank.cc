@@ -129,10 +129,10 @@ namespace {
 
 class MegatronRank final : public RankUnderTest {
  public:
-  MegatronRank(const MegatronTarget& target, const model::CaseSpec& spec,
-               model::Instance instance, int64_t rank, const ParamValues& initial,
-               bool check_stream_order, bool training_loop)
-      : worker_(&MegatronWorker::of(target)),
+  MegatronRank(MegatronWorker& worker, const model::CaseSpec& spec, model::Instance instance,
+               int64_t rank, const ParamValues& initial, bool check_stream_order,
+               bool training_loop)
+      : worker_(&worker),
         spec_(spec),
         instance_(instance),
         initial_(initial),
@@ -386,9 +386,18 @@ std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                                   const ParamValues& initial,
                                                   bool check_stream_order,
                                                   bool training_loop) {
+  return make_megatron_rank(MegatronWorker::of(target), spec, instance, rank, initial,
+                            check_stream_order, training_loop);
+}
+
+std::unique_ptr<RankUnderTest> make_megatron_rank(MegatronWorker& worker,
+                                                  const model::CaseSpec& spec,
+                                                  model::Instance instance, int64_t rank,
+                                                  const ParamValues& initial,
+                                                  bool check_stream_order, bool training_loop) {
   if (const auto bad = check_initial_values(spec, initial)) throw std::invalid_argument(*bad);
-  return std::make_unique<MegatronRank>(target, spec, instance, rank, initial,
-                                        check_stream_order, training_loop);
+  return std::make_unique<MegatronRank>(worker, spec, instance, rank, initial, check_stream_order,
+                                        training_loop);
 }
 
 }  // namespace sc::rig

@@ -32,6 +32,15 @@ std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,
                                                   bool check_stream_order = false,
                                                   bool training_loop = false);
 
+// The same, in `worker`: one real rank of a world (sim/rig/megatron_world.h), whose builds,
+// backward passes and steps are collectives that every rank of the world must join.
+std::unique_ptr<RankUnderTest> make_megatron_rank(MegatronWorker& worker,
+                                                  const model::CaseSpec& spec,
+                                                  model::Instance instance, int64_t rank,
+                                                  const std::vector<std::vector<float>>& initial,
+                                                  bool check_stream_order = false,
+                                                  bool training_loop = false);
+
 // Seconds of `steps` more DistributedOptimizer steps of a rank that make_megatron_rank built,
 // with the main grads of its last step (the benchmarks): each whole step, the
 // HybridDeviceOptimizer's own step within it and its host sub-optimizers' steps (empty without

@@ -140,21 +140,36 @@ MegatronWorker& MegatronWorker::of(const MegatronTarget& target) {
   return *w;
 }
 
-MegatronWorker::MegatronWorker(MegatronTarget target) : target_(std::move(target)) {
+MegatronWorker::MegatronWorker(MegatronTarget target, WorldPlace world)
+    : target_(std::move(target)), world_(std::move(world)) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an error reply, not the end of this process
 }
 
 MegatronWorker::~MegatronWorker() { stop(); }
 
 void MegatronWorker::start() {
+  spawn();
+  read_hello();
+}
+
+void MegatronWorker::spawn() {
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
     throw MegatronUnavailable(std::string("cannot make pipes: ") + std::strerror(errno));
   }
-  const std::vector<std::string> argv = {
-      env_or("SC_PYTHON", SC_DEFAULT_PYTHON), env_or("SC_MEGATRON_WORKER",
-                                                      SC_MEGATRON_WORKER_SCRIPT),
-      "--tree", target_.tree, "--device", target_.cuda ? "cuda" : "cpu", "--values", "binary"};
+  std::vector<std::string> argv = {env_or("SC_PYTHON", SC_DEFAULT_PYTHON),
+                                   env_or("SC_MEGATRON_WORKER", SC_MEGATRON_WORKER_SCRIPT),
+                                   "--tree",
+                                   target_.tree,
+                                   "--device",
+                                   target_.cuda ? "cuda" : "cpu",
+                                   "--values",
+                                   "binary"};
+  if (const WorldPlace& w = world_; w.size > 0) {
+    argv.insert(argv.end(), {"--world-size", std::to_string(w.size), "--world-rank",
+                             std::to_string(w.rank), "--master", w.master, "--collective-timeout",
+                             std::to_string(w.collective_timeout_s)});
+  }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -176,7 +191,11 @@ void MegatronWorker::start() {
   to_worker_ = in[1];
   from_worker_ = out[0];
   buffer_.clear();
+  hello_ = nlohmann::json();
   ++generation_;
+}
+
+void MegatronWorker::read_hello() {
   nlohmann::json hello;
   try {
     hello = nlohmann::json::parse(read_line("its start-up line"));
@@ -192,6 +211,11 @@ void MegatronWorker::start() {
   hello_ = std::move(hello);
 }
 
+void MegatronWorker::kill_now() {
+  const int pid = pid_.load();
+  if (pid > 0) kill(-pid, SIGKILL);
+}
+
 void MegatronWorker::stop() {
   if (pid_ < 0) return;
   if (to_worker_ >= 0) {
@@ -201,9 +225,10 @@ void MegatronWorker::stop() {
   }
   // A second to leave on its own; then the whole process group goes.
   int status = 0;
-  for (int k = 0; k < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++k) usleep(10000);
-  kill(-pid_, SIGKILL);
-  waitpid(pid_, &status, WNOHANG) == 0 ? (void)waitpid(pid_, &status, 0) : (void)0;
+  const int pid = pid_.load();
+  for (int k = 0; k < 100 && waitpid(pid, &status, WNOHANG) == 0; ++k) usleep(10000);
+  kill(-pid, SIGKILL);
+  waitpid(pid, &status, WNOHANG) == 0 ? (void)waitpid(pid, &status, 0) : (void)0;
   if (from_worker_ >= 0) close(from_worker_);
   pid_ = -1;
   to_worker_ = from_worker_ = -1;
@@ -264,13 +289,26 @@ std::string MegatronWorker::read_bytes(size_t n, const std::string& waiting_for)
   return bytes;
 }
 
+void MegatronWorker::start_if_stopped() {
+  if (pid_ >= 0) return;
+  // A real rank alone would wait out the rendezvous: its world starts afresh instead.
+  if (world_.size > 0 && generation_ > 0) {
+    throw MegatronWorkerLost("real rank " + std::to_string(world_.rank) +
+                             "'s worker is gone; "
+                             "a rank of a world is not restarted on its own");
+  }
+  start();
+}
+
 const nlohmann::json& MegatronWorker::hello() {
-  if (pid_ < 0) start();
+  start_if_stopped();
+  if (hello_.is_null()) read_hello();
   return hello_;
 }
 
 nlohmann::json MegatronWorker::request(nlohmann::json request) {
-  if (pid_ < 0) start();
+  start_if_stopped();
+  if (hello_.is_null()) read_hello();
   request["id"] = ++ids_;
   const std::string op = request.value("op", std::string("?"));
   nlohmann::json reply;

@@ -8,14 +8,21 @@
 // SC_MEGATRON_WORKER, else the one in this source tree.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace sc::rig {
+
+// A worker's place in a world of real ranks (sim/rig/megatron_world.h); size 0: no world.
+struct WorldPlace {
+  int rank = 0, size = 0;
+  std::string master;  // ADDR:PORT of the rendezvous
+  double collective_timeout_s = 60;
+};
 
 // Which Megatron tree, on which device.
 struct MegatronTarget {
@@ -47,7 +54,8 @@ class MegatronWorker {
   // The worker of `target`, started on first use and kept until the process ends.
   static MegatronWorker& of(const MegatronTarget& target);
 
-  explicit MegatronWorker(MegatronTarget target);
+  // `world`: a real rank of a world of workers; the default serves one process.
+  explicit MegatronWorker(MegatronTarget target, WorldPlace world = {});
   ~MegatronWorker();
   MegatronWorker(const MegatronWorker&) = delete;
   MegatronWorker& operator=(const MegatronWorker&) = delete;
@@ -57,13 +65,24 @@ class MegatronWorker {
   nlohmann::json request(nlohmann::json request);
   // The worker's start-up line ("ready": true), starting it if needed.
   const nlohmann::json& hello();
+  // Starts the worker without waiting for its start-up line (hello() reads it). The worker dies
+  // with the thread that started it (PR_SET_PDEATHSIG): a world spawns its workers from the
+  // thread that owns it, then waits for their rendezvous on threads of its own.
+  void spawn();
   // A fresh rank handle.
   int64_t next_handle() { return ++handles_; }
   // Counts the starts: a handle is valid only in the generation that made it.
   uint64_t generation() const { return generation_; }
+  // Kills the worker's process group now, from any thread: a request another thread waits on
+  // ends with MegatronWorkerLost (a world whose rank failed stops its other ranks this way).
+  void kill_now();
+  // The worker's process id, -1 when none runs.
+  int pid() const { return pid_.load(); }
 
  private:
   void start();
+  void read_hello();
+  void start_if_stopped();
   void stop();
   void write_all(const std::string& bytes);
   // Reads from the worker into buffer_ until `done()` holds; throws on timeout or exit.
@@ -73,7 +92,8 @@ class MegatronWorker {
   std::string read_bytes(size_t n, const std::string& waiting_for);
 
   MegatronTarget target_;
-  int pid_ = -1;
+  WorldPlace world_;
+  std::atomic<int> pid_{-1};
   int to_worker_ = -1, from_worker_ = -1;
   std::string buffer_;
   nlohmann::json hello_;

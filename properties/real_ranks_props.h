@@ -1,0 +1,30 @@
+// The real code on real ranks (sim/rig/megatron_world.h): one worker process per data-parallel
+// rank, Megatron's own DistributedDataParallel reducing the grads over Gloo and its
+// DistributedOptimizer all-gathering the params, against the same tree's one-process emulation
+// (every rank in one worker, the reduced grads handed over, no collective) and the port.
+#pragma once
+
+#include "model/spec.h"
+#include "properties/gen/step_gen.h"
+#include "sim/port/behaviour.h"
+#include "sim/rig/megatron_worker.h"
+
+namespace sc::props {
+
+// What the real ranks are fed and why some worlds are left out (docs/properties.md):
+// rank r's backward pass gets rig::grad_part(G, r, dp) * dp of every reduced gradient G, which
+// DDP scales by 1/dp and the reduce-scatter sums back to G exactly; that needs dp a power of two
+// (1/dp exact) and EP 1 (the worker's world has one expert data-parallel group).
+bool real_ranks_world(const model::CaseSpec& spec);
+
+// Builds every rank of both instances of `spec` on a world of spec.dp real ranks of `tree`, in
+// the tree's one-process emulation and on the port under `behaviour`, steps them through
+// `schedule` (grads through each backward pass) and RC_ASSERTs that after construction and every
+// step each real rank holds what its emulated rank holds (pieces, masters, moments, steps,
+// placement), bit for bit; that every real rank's full parameters equal every other's and, on
+// each rank's owned pieces, that rank's emulated parameters; and that the port holds what the
+// emulation holds.
+void run_real_ranks(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                    const sut::Behaviour& behaviour, const rig::MegatronTarget& tree);
+
+}  // namespace sc::props

@@ -1,0 +1,90 @@
+#include "sim/rig/megatron_world.h"
+
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "sim/rig/free_port.h"
+
+namespace sc::rig {
+
+MegatronWorldFailed::MegatronWorldFailed(int r, const std::string& what)
+    : std::runtime_error("rank " + std::to_string(r) + ": " + what), rank(r) {}
+
+namespace {
+
+double collective_timeout_s() {
+  const char* text = std::getenv("SC_MEGATRON_COLLECTIVE_TIMEOUT");
+  if (text == nullptr || *text == '\0') return 60;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds > 0)) {
+    throw MegatronUnavailable(std::string("SC_MEGATRON_COLLECTIVE_TIMEOUT must be a positive "
+                                          "number of seconds, got '") +
+                              text + "'");
+  }
+  return seconds;
+}
+
+}  // namespace
+
+MegatronWorld::MegatronWorld(const MegatronTarget& target, int size) {
+  if (size < 1) throw std::invalid_argument("a world has at least one rank");
+  const std::string address = "127.0.0.1";
+  const int port = pick_free_port(address);
+  if (port == 0) throw MegatronWorldFailed(0, "no free TCP port on " + address);
+  for (int r = 0; r < size; ++r) {
+    workers_.push_back(std::make_unique<MegatronWorker>(
+        target, WorldPlace{r, size, address + ":" + std::to_string(port), collective_timeout_s()}));
+  }
+  // The rendezvous: every worker starts at once, rank 0 holding the store. Spawned from this
+  // thread, which they die with; the threads of on_every_rank only wait for them.
+  for (auto& w : workers_) w->spawn();
+  on_every_rank([this](int r) { worker(r).hello(); });
+}
+
+MegatronWorld& MegatronWorld::of(const MegatronTarget& target, int size) {
+  static std::map<std::tuple<std::string, bool, int>, std::unique_ptr<MegatronWorld>> worlds;
+  auto& w = worlds[{target.tree, target.cuda, size}];
+  if (!w || w->failed()) {
+    w.reset();  // the old world's workers go before the new ones start
+    w = std::make_unique<MegatronWorld>(target, size);
+  }
+  return *w;
+}
+
+void MegatronWorld::on_every_rank(const std::function<void(int rank)>& fn) {
+  if (failed_) throw MegatronWorldFailed(0, "the world was stopped after an earlier failure");
+  std::mutex mutex;
+  int first_rank = -1;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (first) return;  // a consequence of the first failure, which stopped this rank
+        first_rank = r;
+        first = std::current_exception();
+        for (auto& w : workers_) w->kill_now();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!first) return;
+  failed_ = true;
+  try {
+    std::rethrow_exception(first);
+  } catch (const MegatronUnavailable&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw MegatronWorldFailed(first_rank, e.what());
+  }
+}
+
+}  // namespace sc::rig

@@ -1,0 +1,53 @@
+// Real ranks of the real code: one Megatron worker process per data-parallel rank, joined by
+// torch.distributed over Gloo on 127.0.0.1 (sim/megatron/world.py). A rank built in such a worker
+// (make_megatron_rank with its worker) runs Megatron's own DistributedDataParallel and
+// DistributedOptimizer end to end: the backward pass reduce-scatters the grad buckets, the step
+// all-gathers the parameters. Those requests are collectives, so they go to every rank at once
+// (on_every_rank); nothing of the other ranks is simulated.
+//
+// Never a hang: a rendezvous or collective waits at most SC_MEGATRON_COLLECTIVE_TIMEOUT seconds
+// (default 60) for the other ranks, every request at most SC_MEGATRON_TIMEOUT, and a rank that
+// fails or exits kills every other worker of the world at once.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/rig/megatron_worker.h"
+
+namespace sc::rig {
+
+// A request of the world failed on `rank`: "rank R: what", the first failure (the others were
+// stopped because of it).
+class MegatronWorldFailed : public std::runtime_error {
+ public:
+  MegatronWorldFailed(int rank, const std::string& what);
+  int rank;
+};
+
+class MegatronWorld {
+ public:
+  // `size` workers of `target`'s tree and device, joined; MegatronUnavailable when the tree
+  // cannot be served, MegatronWorldFailed when the world cannot be joined.
+  MegatronWorld(const MegatronTarget& target, int size);
+  // The world of `size` ranks of `target`, started on first use and kept until the process ends
+  // or a request fails (a failed world is stopped and started afresh on next use).
+  static MegatronWorld& of(const MegatronTarget& target, int size);
+
+  int size() const { return static_cast<int>(workers_.size()); }
+  MegatronWorker& worker(int rank) { return *workers_.at(rank); }
+  // Whether a request failed: the world's workers were killed and it serves nothing more.
+  bool failed() const { return failed_; }
+  // Runs fn(rank) for every rank at once, one thread each. When one throws, every worker is
+  // killed (no rank waits out a timeout) and the first failure is thrown as MegatronWorldFailed.
+  void on_every_rank(const std::function<void(int rank)>& fn);
+
+ private:
+  std::vector<std::unique_ptr<MegatronWorker>> workers_;
+  bool failed_ = false;
+};
+
+}  // namespace sc::rig

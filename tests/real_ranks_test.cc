@@ -1,0 +1,150 @@
+// Real ranks of the real code (sim/rig/megatron_world.h): the property that compares them with the
+// one-process emulation and the port fails on collective bugs of our own making (tests/real_ranks/,
+// patches the emulation never runs), and a world that loses or stalls a rank ends in an error
+// naming the rank, never a hang, with no worker left behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/spec.h"
+#include "sim/rig/initial_values.h"
+#include "sim/rig/megatron_rank.h"
+#include "sim/rig/megatron_world.h"
+#include "tests/support/command.h"
+
+namespace sc::rig {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+class RealRanks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(SC_MEGATRON_ARCHIVE)) GTEST_SKIP() << "no Megatron snapshot";
+    tree_ = std::string(SC_MEGATRON_TREES) + "/d8b71082-pr6982";
+  }
+  // A bf16 and an fp32 parameter at DP 2, each with a piece on both ranks.
+  static model::CaseSpec two_rank_case() {
+    model::CaseSpec c;
+    model::ParamSpec w, b;
+    w.name = "w", w.shape = {70}, w.dtype = model::DType::kBFloat16;
+    b.name = "b", b.shape = {4, 30}, b.dtype = model::DType::kFloat32, b.group = 1;
+    c.params = {w, b};
+    c.dp = c.expert_dp = 2;
+    return c;
+  }
+  // Both ranks of the dense instance, built on `world`.
+  static std::vector<std::unique_ptr<RankUnderTest>> build(MegatronWorld& world,
+                                                           const model::CaseSpec& c) {
+    const ParamValues initial = initial_values(c, /*seed=*/5);
+    std::vector<std::unique_ptr<RankUnderTest>> ranks(2);
+    world.on_every_rank([&](int r) {
+      ranks[static_cast<size_t>(r)] =
+          make_megatron_rank(world.worker(r), c, model::Instance::kDense, r, initial, false, true);
+    });
+    return ranks;
+  }
+  static std::vector<std::vector<float>> ones(const model::CaseSpec& c) {
+    std::vector<std::vector<float>> g;
+    for (const auto& p : c.params) g.emplace_back(static_cast<size_t>(p.numel()), 1.0f);
+    return g;
+  }
+  std::string tree_;
+};
+
+bool gone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+// Each patch breaks a collective that only real ranks run: the 1/dp scaling of the grad
+// reduce-scatter (the emulation hands over reduced grads) and the param all-gather after a step
+// (the emulation observes each rank's own pieces). The property passes on the tree without them
+// (ctest's RealRanks.Pr6982AgainstThePatchedTree) and fails with each, in its own words.
+TEST_F(RealRanks, EachCollectivePatchFailsTheRealRanksProperty) {
+  const std::vector<std::pair<std::string, std::string>> patches = {
+      {"grad-sync-sums-instead-of-averaging",
+       "one-process emulation (\"port\" below) vs real ranks"},
+      {"step-skips-the-param-all-gather", "its full parameters differ from rank 0's"}};
+  for (const auto& [patch, words] : patches) {
+    const std::string copy = std::string(SC_MEGATRON_TREES) + "/real-ranks-" + patch;
+    const auto made = testing::run_command(
+        "rm -rf " + copy + " && cp -r " + tree_ + " " + copy + " && cd " + copy +
+        " && GIT_CEILING_DIRECTORIES=" + SC_MEGATRON_TREES + " git apply " + SC_SOURCE_DIR +
+        "/tests/real_ranks/" + patch + ".patch 2>&1");
+    ASSERT_EQ(made.status, 0) << made.output;
+    const auto r = testing::run_command(
+        "PYTHONWARNINGS=ignore SC_VARIANT=pr6982 SC_TRANSFORMER_ENGINE=off SC_MEGATRON_TREE=" +
+        copy + " RC_PARAMS='max_success=20 seed=7' " + SC_BUILD_DIR +
+        "/properties/sc_properties --gtest_filter=RealRanks.* 2>&1");
+    EXPECT_NE(r.status, 0) << patch << " survives\n" << r.output;
+    EXPECT_NE(r.output.find(words), std::string::npos) << patch << "\n" << r.output;
+    fs::remove_all(copy);
+  }
+}
+
+TEST_F(RealRanks, ARankThatDiesStopsTheWorldNamingItAndLeavesNoWorker) {
+  MegatronWorld world(MegatronTarget{tree_, false}, 2);
+  const model::CaseSpec c = two_rank_case();
+  auto ranks = build(world, c);
+  const std::vector<int> pids = {world.worker(0).pid(), world.worker(1).pid()};
+  const auto start = Clock::now();
+  try {
+    world.on_every_rank([&](int r) {
+      if (r == 1) world.worker(1).kill_now();  // dies before it joins the reduce-scatter
+      ranks[static_cast<size_t>(r)]->backward(ones(c));
+    });
+    FAIL() << "the world went on without rank 1";
+  } catch (const MegatronWorldFailed& e) {
+    EXPECT_EQ(e.rank, 1) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1: the Megatron worker"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30)) << "rank 0 waited out a timeout";
+  EXPECT_TRUE(world.failed());
+  ranks.clear();
+  for (const int pid : pids) EXPECT_TRUE(gone(pid)) << "worker " << pid << " outlived its world";
+}
+
+TEST_F(RealRanks, AStalledRankMakesTheCollectiveTimeOutNamingIt) {
+  setenv("SC_MEGATRON_COLLECTIVE_TIMEOUT", "3", 1);
+  MegatronWorld world(MegatronTarget{tree_, false}, 2);
+  unsetenv("SC_MEGATRON_COLLECTIVE_TIMEOUT");
+  const model::CaseSpec c = two_rank_case();
+  auto ranks = build(world, c);
+  const auto start = Clock::now();
+  try {
+    world.on_every_rank([&](int r) {
+      if (r == 0) ranks[0]->backward(ones(c));  // rank 1 never joins
+    });
+    FAIL() << "rank 0's reduce-scatter returned without rank 1";
+  } catch (const MegatronWorldFailed& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.rank, 0) << what;
+    EXPECT_NE(what.find("finish_grad_sync"), std::string::npos) << what;
+    EXPECT_NE(what.find("imed out"), std::string::npos) << what;
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {
+  MegatronWorld world(MegatronTarget{tree_, false}, 2);
+  model::CaseSpec c = two_rank_case();
+  c.dp = c.expert_dp = 4;
+  try {
+    build(world, c);
+    FAIL() << "a dp-4 case was built on a world of two";
+  } catch (const MegatronWorldFailed& e) {
+    EXPECT_NE(std::string(e.what()).find("the case's dp 4 is not the world size 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sc::rig
