@@ -8,9 +8,11 @@
 #ifndef SC_NO_PROPERTIES
 #include <rapidcheck.h>
 
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <utility>
 
 #include "properties/registry.h"
@@ -22,6 +24,41 @@
 namespace sc::bench {
 
 int64_t property_cases();
+
+#ifndef SC_NO_PROPERTIES
+namespace {
+
+// One RapidCheck run of `def` under `b` at the configured number of cases, against real code
+// from `tree` where given.
+void run_property_once(benchmark::State& state, const props::Property& def, const sut::Behaviour& b,
+                       const std::optional<rig::MegatronTarget>& tree) {
+  std::optional<props::RealCodeScope> real;
+  if (tree) real.emplace(*tree);
+  bool ok = true;
+  for (auto _ : state) {
+    // RapidCheck's report of every run (configuration, classes) stays off the console.
+    std::ostringstream sink;
+    auto* out = std::cout.rdbuf(sink.rdbuf());
+    auto* err = std::cerr.rdbuf(sink.rdbuf());
+    ok = !props::run_property([&] { def.body(b); }).failed() && ok;
+    std::cout.rdbuf(out);
+    std::cerr.rdbuf(err);
+    if (!ok) std::cerr << sink.str();
+  }
+  if (!ok) state.SkipWithError("the property failed");
+  state.SetItemsProcessed(state.iterations() * property_cases());
+  state.counters["cases"] = static_cast<double>(property_cases());
+}
+
+void register_once(const std::string& name, std::function<void(benchmark::State&)> body) {
+  benchmark::RegisterBenchmark(name.c_str(), std::move(body))
+      ->Iterations(1)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+#endif
 
 void register_property_benchmarks() {
 #ifndef SC_NO_PROPERTIES
@@ -41,32 +78,22 @@ void register_property_benchmarks() {
       if (tag == "megatron" && (!tree || !props::runs_on_real_code(def))) continue;
       const std::string name = std::string("BM_PropertyThroughput/") +
                                (structural ? "structural/" : "numerical/") + tag + "/" + def.name;
-      benchmark::RegisterBenchmark(name.c_str(),
-                                   [&def, b = b, tag = tag, tree](benchmark::State& state) {
-                                     std::optional<props::RealCodeScope> real;
-                                     if (tag == "megatron") real.emplace(*tree);
-                                     bool ok = true;
-                                     for (auto _ : state) {
-                                       // RapidCheck's report of every run (configuration, classes)
-                                       // stays off the console.
-                                       std::ostringstream sink;
-                                       auto* out = std::cout.rdbuf(sink.rdbuf());
-                                       auto* err = std::cerr.rdbuf(sink.rdbuf());
-                                       ok = !props::run_property([&] { def.body(b); }).failed() &&
-                                            ok;
-                                       std::cout.rdbuf(out);
-                                       std::cerr.rdbuf(err);
-                                       if (!ok) std::cerr << sink.str();
-                                     }
-                                     if (!ok) state.SkipWithError("the property failed");
-                                     state.SetItemsProcessed(state.iterations() * property_cases());
-                                     state.counters["cases"] =
-                                         static_cast<double>(property_cases());
-                                   })
-          ->Iterations(1)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
+      const auto real = tag == "megatron" ? tree : std::nullopt;
+      register_once(name, [&def, b = b, real](benchmark::State& state) {
+        run_property_once(state, def, b, real);
+      });
     }
+  }
+  if (!tree) return;
+  // The properties that run the port and the real code side by side (one process, or one
+  // worker per DP rank beside the one-process emulation and the port), under the variant of the
+  // tree scripts/bench unpacks: the seed fix alone.
+  for (const props::Property& def : props::all_properties()) {
+    if (def.target != props::Target::kPortVsRealCode) continue;
+    register_once("BM_PropertyThroughput/numerical/pair/" + def.name,
+                  [&def](benchmark::State& state) {
+                    run_property_once(state, def, *sut::behaviour_by_name("pr6982"), std::nullopt);
+                  });
   }
 #endif
 }

@@ -28,24 +28,35 @@ using Difference = std::optional<std::string>;
 using Ranks = std::vector<std::unique_ptr<rig::RankUnderTest>>;
 using Grads = std::vector<std::vector<float>>;  // per case parameter
 
-// One instance's ranks on the three sides, indexed by rank.
-struct Sides {
-  Ranks real, emulated, port;
-};
-
 std::string rank_name(model::Instance inst, int64_t r) {
   return std::string(inst == model::Instance::kExpert ? "expert" : "dense") + " rank " +
          std::to_string(r);
 }
 
-// The gradient rank `r` of `dp` delivers so that DDP's 1/dp scaling and the SUM reduce-scatter
-// give back `grads`; nothing when a part does not fit its parameter's dtype (an fp16 part times
-// dp past 65504).
-std::optional<Grads> rank_grads(const model::CaseSpec& spec, const Grads& grads, int r, int dp) {
+// One instance's ranks on the three sides: `real` by world rank, the others by the instance's
+// rank. With expert parallelism ep, world rank g holds expert rank g / ep of expert-parallel
+// rank g % ep (sim/megatron/world.py); every expert-parallel rank's experts are the case's.
+struct Sides {
+  model::Instance inst = model::Instance::kDense;
+  int64_t ep = 1;  // expert parallelism for the expert instance, 1 for the dense one
+  Ranks real, emulated, port;
+  int64_t rank_of(size_t world_rank) const { return static_cast<int64_t>(world_rank) / ep; }
+  std::string name(size_t world_rank) const {
+    return rank_name(inst, rank_of(world_rank)) +
+           (ep > 1 ? " (world rank " + std::to_string(world_rank) + ")" : "");
+  }
+};
+
+// The gradient that instance rank `r` of `ranks` delivers so that DDP's 1/dp scaling (the dense
+// dp, for experts too) and the SUM reduce-scatter over its group give back `grads`; nothing
+// when a part does not fit its parameter's dtype (an fp16 part times dp past 65504).
+std::optional<Grads> rank_grads(const model::CaseSpec& spec, const Grads& grads, int64_t r,
+                                int64_t ranks) {
   Grads out(grads.size());
   for (size_t p = 0; p < grads.size(); ++p) {
     for (const float g : grads[p]) {
-      const float part = rig::grad_part(g, r, dp) * static_cast<float>(dp);
+      const float part = rig::grad_part(g, static_cast<int>(r), static_cast<int>(ranks)) *
+                         static_cast<float>(spec.dp);
       const float delivered = model::backward_grad(spec.params[p].dtype, part);
       if (std::memcmp(&delivered, &part, sizeof part) != 0) return std::nullopt;
       out[p].push_back(part);
@@ -54,17 +65,23 @@ std::optional<Grads> rank_grads(const model::CaseSpec& spec, const Grads& grads,
   return out;
 }
 
+int64_t instance_ranks(const model::CaseSpec& spec, model::Instance inst) {
+  return inst == model::Instance::kExpert ? spec.expert_dp : spec.dp;
+}
+
 Sides build(const model::CaseSpec& spec, model::Instance inst, const sut::Behaviour& b,
             const rig::MegatronTarget& tree, rig::MegatronWorld& world,
             const rig::ParamValues& initial) {
   Sides s;
+  s.inst = inst;
+  s.ep = spec.dp / instance_ranks(spec, inst);
   s.real.resize(static_cast<size_t>(spec.dp));
-  world.on_every_rank([&](int r) {
-    s.real[static_cast<size_t>(r)] = rig::make_megatron_rank(world.worker(r), spec, inst, r,
-                                                             initial, /*check_stream_order=*/false,
-                                                             /*training_loop=*/true);
+  world.on_every_rank([&](int g) {
+    const auto at = static_cast<size_t>(g);
+    s.real[at] = rig::make_megatron_rank(world.worker(g), spec, inst, s.rank_of(at), initial,
+                                         /*check_stream_order=*/false, /*training_loop=*/true);
   });
-  for (int64_t r = 0; r < spec.dp; ++r) {
+  for (int64_t r = 0; r < instance_ranks(spec, inst); ++r) {
     s.emulated.push_back(
         rig::build_rank(rig::Target{b, device(), tree, true}, spec, inst, r, initial));
     s.port.push_back(
@@ -73,16 +90,19 @@ Sides build(const model::CaseSpec& spec, model::Instance inst, const sut::Behavi
   return s;
 }
 
-Difference constructions(const Sides& s, model::Instance inst) {
-  for (size_t r = 0; r < s.real.size(); ++r) {
-    const std::string at = rank_name(inst, static_cast<int64_t>(r));
-    if (auto d =
-            construction_difference(s.emulated[r]->construction(), s.real[r]->construction())) {
-      return at + ", construction, one-process emulation (\"port\" below) vs real ranks: " + *d;
+Difference constructions(const Sides& s) {
+  for (size_t g = 0; g < s.real.size(); ++g) {
+    const auto& emulated = *s.emulated[static_cast<size_t>(s.rank_of(g))];
+    if (auto d = construction_difference(emulated.construction(), s.real[g]->construction())) {
+      return s.name(g) +
+             ", construction, one-process emulation (\"port\" below) vs real ranks: " + *d;
     }
+  }
+  for (size_t r = 0; r < s.port.size(); ++r) {
     if (auto d =
             construction_difference(s.port[r]->construction(), s.emulated[r]->construction())) {
-      return at + ", construction, port vs one-process emulation (\"real code\" below): " + *d;
+      return rank_name(s.inst, static_cast<int64_t>(r)) +
+             ", construction, port vs one-process emulation (\"real code\" below): " + *d;
     }
   }
   return std::nullopt;
@@ -98,52 +118,67 @@ std::vector<int> local_positions(const model::CaseSpec& spec, model::Instance in
   return out;
 }
 
-// Every real rank's full parameters equal rank 0's, and on each rank's owned pieces the values
-// its emulated rank stepped to.
-Difference full_params(const model::CaseSpec& spec, const std::vector<model::BufferLayout>& layouts,
-                       model::Instance inst, const Sides& s) {
-  const auto gathered = s.real[0]->model_values();
-  for (size_t r = 1; r < s.real.size(); ++r) {
-    if (s.real[r]->model_values() != gathered) {  // NaN != NaN: a NaN fails, read it off the log
-      return rank_name(inst, static_cast<int64_t>(r)) +
-             ": its full parameters differ from rank "
-             "0's after the param all-gather";
+// On each owned piece of instance rank `r`, the parameters `gathered` (a real rank's) hold what
+// the emulated rank stepped to.
+Difference owned_pieces(const model::CaseSpec& spec,
+                        const std::vector<model::BufferLayout>& layouts, const Sides& s,
+                        const std::vector<std::vector<float>>& gathered, int64_t r) {
+  const auto local = local_positions(spec, s.inst);
+  const auto plan = model::plan_rank(spec, layouts, s.inst, r);
+  const auto stepped = s.emulated[static_cast<size_t>(r)]->model_values();
+  for (const auto& group : plan.groups) {
+    for (const auto& e : group.installed) {
+      const size_t p = static_cast<size_t>(local.at(static_cast<size_t>(e.param)));
+      const auto first = static_cast<std::ptrdiff_t>(e.param_range.start);
+      const auto last = static_cast<std::ptrdiff_t>(e.param_range.end);
+      const std::vector<float> a(gathered.at(p).begin() + first, gathered.at(p).begin() + last);
+      const std::vector<float> b(stepped.at(p).begin() + first, stepped.at(p).begin() + last);
+      const std::string what = spec.params[static_cast<size_t>(e.param)].name + "[" +
+                               std::to_string(first) + ", " + std::to_string(last) +
+                               "), owned by " + rank_name(s.inst, r) +
+                               " (the real ranks gathered, its emulated rank stepped to)";
+      if (auto v = compare_exact(a, b, what)) return v;
     }
   }
-  const auto local = local_positions(spec, inst);
-  for (size_t r = 0; r < s.real.size(); ++r) {
-    const auto plan = model::plan_rank(spec, layouts, inst, static_cast<int64_t>(r));
-    const auto stepped = s.emulated[r]->model_values();
-    for (const auto& group : plan.groups) {
-      for (const auto& e : group.installed) {
-        const size_t p = static_cast<size_t>(local.at(static_cast<size_t>(e.param)));
-        const auto first = static_cast<std::ptrdiff_t>(e.param_range.start);
-        const auto last = static_cast<std::ptrdiff_t>(e.param_range.end);
-        const std::vector<float> a(gathered.at(p).begin() + first, gathered.at(p).begin() + last);
-        const std::vector<float> b(stepped.at(p).begin() + first, stepped.at(p).begin() + last);
-        const std::string what = spec.params[static_cast<size_t>(e.param)].name + "[" +
-                                 std::to_string(first) + ", " + std::to_string(last) +
-                                 "), owned by " + rank_name(inst, static_cast<int64_t>(r)) +
-                                 " (the real ranks gathered, its emulated rank stepped to)";
-        if (auto v = compare_exact(a, b, what)) return v;
-      }
+  return std::nullopt;
+}
+
+// Every real rank's full parameters equal those of the first rank of its data-parallel group
+// (world rank g % ep), and on each rank's owned pieces the values its emulated rank stepped to.
+Difference full_params(const model::CaseSpec& spec, const std::vector<model::BufferLayout>& layouts,
+                       const Sides& s) {
+  std::vector<std::vector<std::vector<float>>> values;
+  for (const auto& rank : s.real) values.push_back(rank->model_values());
+  for (size_t g = 0; g < values.size(); ++g) {
+    const size_t first = g % static_cast<size_t>(s.ep);
+    if (values[g] != values[first]) {  // NaN != NaN: a NaN fails, read it off the log
+      return s.name(g) + ": its full parameters differ from those of " + s.name(first) +
+             " after the param all-gather";
+    }
+  }
+  for (int64_t r = 0; r < static_cast<int64_t>(s.emulated.size()); ++r) {
+    if (auto d = owned_pieces(spec, layouts, s, values[static_cast<size_t>(r * s.ep)], r)) {
+      return d;
     }
   }
   return std::nullopt;
 }
 
 Difference holdings(const model::CaseSpec& spec, const std::vector<model::BufferLayout>& layouts,
-                    model::Instance inst, const Sides& s) {
-  for (size_t r = 0; r < s.real.size(); ++r) {
-    const std::string at = rank_name(inst, static_cast<int64_t>(r));
-    if (auto d = holding_difference(*s.emulated[r], *s.real[r], /*with_model_values=*/false)) {
-      return at + ", one-process emulation (\"port\" below) vs real ranks: " + *d;
-    }
-    if (auto d = holding_difference(*s.port[r], *s.emulated[r])) {
-      return at + ", port vs one-process emulation (\"real code\" below): " + *d;
+                    const Sides& s) {
+  for (size_t g = 0; g < s.real.size(); ++g) {
+    const auto& emulated = *s.emulated[static_cast<size_t>(s.rank_of(g))];
+    if (auto d = holding_difference(emulated, *s.real[g], /*with_model_values=*/false)) {
+      return s.name(g) + ", one-process emulation (\"port\" below) vs real ranks: " + *d;
     }
   }
-  return full_params(spec, layouts, inst, s);
+  for (size_t r = 0; r < s.port.size(); ++r) {
+    if (auto d = holding_difference(*s.port[r], *s.emulated[r])) {
+      return rank_name(s.inst, static_cast<int64_t>(r)) +
+             ", port vs one-process emulation (\"real code\" below): " + *d;
+    }
+  }
+  return full_params(spec, layouts, s);
 }
 
 // One training step on every side; false when it cannot be compared (the emulation raised, or a
@@ -151,15 +186,15 @@ Difference holdings(const model::CaseSpec& spec, const std::vector<model::Buffer
 bool step_all(const model::CaseSpec& spec, const model::StepInputs& in, rig::MegatronWorld& world,
               Sides& s) {
   std::vector<Grads> parts;
-  for (int r = 0; r < spec.dp; ++r) {
-    auto g = rank_grads(spec, in.grads, r, spec.dp);
-    if (!g) {
+  for (size_t g = 0; g < s.real.size(); ++g) {
+    auto part = rank_grads(spec, in.grads, s.rank_of(g), static_cast<int64_t>(s.emulated.size()));
+    if (!part) {
       RC_TAG("a grad part does not fit its dtype");
       return false;
     }
-    parts.push_back(std::move(*g));
+    parts.push_back(std::move(*part));
   }
-  for (size_t r = 0; r < s.real.size(); ++r) {
+  for (size_t r = 0; r < s.emulated.size(); ++r) {
     for (auto* side : {s.emulated[r].get(), s.port[r].get()}) {
       side->zero_grad(/*set_to_none=*/true);
       side->backward(in.grads);
@@ -170,10 +205,10 @@ bool step_all(const model::CaseSpec& spec, const model::StepInputs& in, rig::Meg
     }
     s.port[r]->step(in);
   }
-  world.on_every_rank([&](int r) {
-    auto& rank = *s.real[static_cast<size_t>(r)];
+  world.on_every_rank([&](int g) {
+    auto& rank = *s.real[static_cast<size_t>(g)];
     rank.zero_grad(/*set_to_none=*/true);
-    rank.backward(parts[static_cast<size_t>(r)]);
+    rank.backward(parts[static_cast<size_t>(g)]);
     rank.step(in);
   });
   return true;
@@ -192,7 +227,7 @@ bool any_construction_error(const Sides& s) {
 
 bool real_ranks_world(const model::CaseSpec& spec) {
   const bool power_of_two = spec.dp >= 2 && (spec.dp & (spec.dp - 1)) == 0;
-  return power_of_two && spec.expert_dp == spec.dp;
+  return power_of_two && spec.expert_dp >= 1 && spec.dp % spec.expert_dp == 0;
 }
 
 void run_real_ranks(const model::CaseSpec& spec, const gen::Schedule& schedule,
@@ -205,16 +240,20 @@ void run_real_ranks(const model::CaseSpec& spec, const gen::Schedule& schedule,
   for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
     if (!model::instance_present(spec, inst)) continue;
     Sides s = build(spec, inst, behaviour, tree, world, initial);
-    Difference d = constructions(s, inst);
+    RC_CLASSIFY(inst == model::Instance::kExpert && s.ep > 1, "expert parallelism > 1");
+    Difference d = constructions(s);
     if (!d && any_construction_error(s)) continue;  // the same error everywhere: no steps
-    if (!d) d = holdings(spec, layouts, inst, s);
+    if (!d) d = holdings(spec, layouts, s);
     for (size_t k = 0; !d && k < schedule.steps.size(); ++k) {
       const auto in = model::as_backward_delivers(spec, gen::materialise(spec, schedule.steps[k]));
       if (!step_all(spec, in, world, s)) break;
-      d = holdings(spec, layouts, inst, s);
+      d = holdings(spec, layouts, s);
       if (d) *d = "after step " + std::to_string(k + 1) + ": " + *d;
     }
-    if (d) RC_LOG() << "dp " << spec.dp << ", variant " << behaviour.name << ": " << *d << "\n";
+    if (d) {
+      RC_LOG() << "dp " << spec.dp << ", expert dp " << spec.expert_dp << ", variant "
+               << behaviour.name << ": " << *d << "\n";
+    }
     RC_ASSERT(!d);
   }
 }

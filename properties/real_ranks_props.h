@@ -12,12 +12,14 @@
 namespace sc::props {
 
 // What the real ranks are fed and why some worlds are left out (docs/properties.md):
-// rank r's backward pass gets rig::grad_part(G, r, dp) * dp of every reduced gradient G, which
-// DDP scales by 1/dp and the reduce-scatter sums back to G exactly; that needs dp a power of two
-// (1/dp exact) and EP 1 (the worker's world has one expert data-parallel group).
+// rank r of an instance of n ranks (dp, or expert_dp) gets rig::grad_part(G, r, n) * dp of every
+// reduced gradient G in its backward pass, which DDP scales by 1/dp (the dense dp, experts too)
+// and the reduce-scatter sums back to G exactly; that needs dp a power of two (1/dp exact) and
+// expert_dp dividing it.
 bool real_ranks_world(const model::CaseSpec& spec);
 
-// Builds every rank of both instances of `spec` on a world of spec.dp real ranks of `tree`, in
+// Builds every rank of both instances of `spec` on a world of spec.dp real ranks of `tree` (world
+// rank g holding dense rank g and expert rank g / ep, ep = dp / expert_dp), in
 // the tree's one-process emulation and on the port under `behaviour`, steps them through
 // `schedule` (grads through each backward pass) and RC_ASSERTs that after construction and every
 // step each real rank holds what its emulated rank holds (pieces, masters, moments, steps,

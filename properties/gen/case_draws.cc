@@ -80,8 +80,9 @@ props::CaseInputs gathered_case() {
 props::CaseInputs real_ranks_case() {
   props::CaseInputs in;
   in.c = *case_spec();
-  // One worker process per rank: worlds of two and four.
-  in.c.dp = in.c.expert_dp = *weighted_choice<int64_t>({{3, 2}, {1, 4}});
+  // One worker process per rank: worlds of two and four, expert parallelism 1 mostly.
+  in.c.dp = *weighted_choice<int64_t>({{3, 2}, {1, 4}});
+  in.c.expert_dp = in.c.dp / *weighted_choice<int64_t>({{2, 1}, {1, 2}, {1, in.c.dp}});
   in.schedule = *schedule(in.c, 3);
   return in;
 }

@@ -34,7 +34,7 @@ props::CaseInputs mapped_load_case();
 props::CaseInputs gathered_case();
 // An offloaded case stepped `steps` times at most.
 std::function<props::CaseInputs()> offloaded_steps(int steps);
-// A case for real ranks (props::real_ranks_world): dp 2 or 4, EP 1, up to three steps.
+// A case for real ranks (props::real_ranks_world): dp 2 or 4, EP 1, 2 or dp, up to three steps.
 props::CaseInputs real_ranks_case();
 
 }  // namespace sc::gen

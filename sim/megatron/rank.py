@@ -240,7 +240,7 @@ class Rank:
         world's real groups on a real rank."""
         if self.world is not None:
             dense = self.world.dense()
-            group = self.world.expert() if self.expert else dense
+            group = self.world.expert(self.case["expert_dp"]) if self.expert else dense
         else:
             dense = GroupStandIn(self.case["dp"], self.rank % self.case["dp"])
             group = GroupStandIn(self.dp, self.rank)

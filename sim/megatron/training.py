@@ -85,7 +85,7 @@ def _ddp_groups(rank, collection_class):
     group for dense parameters, the dense one beside the expert group for experts)."""
     one = GroupStandIn(1, 0)
     if rank.world is not None:
-        dense, expert = rank.world.dense(), rank.world.expert()
+        dense, expert = rank.world.dense(), rank.world.expert(rank.case["expert_dp"])
     elif rank.expert:
         dense, expert = rank.dense_group, rank.group
     else:

@@ -10,10 +10,13 @@ Nothing of the other ranks is simulated. Every rank must send the same requests 
 a rank whose peers do not join a collective waits at most the collective timeout, then raises
 naming it.
 
-Limits (the request is refused with ValueError, naming the limit): expert parallelism 1 (the
-expert data-parallel group is the dense one), the case's dp equal to the world size, the request's
-rank equal to the worker's; no grad-stats or loss-scaler stand-ins (their simulated other ranks
-would be real ones here).
+The layout is Megatron's with tensor, context and pipeline parallelism 1: the dense data-parallel
+group is every worker; with expert parallelism ep = dp / expert_dp, world rank g is expert-parallel
+rank g % ep and expert data-parallel rank g // ep, its expert data-parallel group the ranks of its
+expert-parallel rank. Refused with ValueError, naming the limit: a case whose dp is not the world
+size or whose expert_dp does not divide it, a rank that is not this worker's (g for the dense
+instance, g // ep for the expert one); no grad-stats or loss-scaler stand-ins (their simulated
+other ranks would be real ones here).
 """
 
 import datetime
@@ -39,23 +42,22 @@ class World:
         self.rank, self.size = rank, size
         self.timeout = datetime.timedelta(seconds=timeout_s)
         self.init_method = f"tcp://{address}:{port}"
-        self._groups = None
+        self._dense = None
+        self._expert = {}  # expert_dp -> this rank's expert data-parallel group
 
     def join(self):
         """The rendezvous: returns once every rank joined, or raises after the timeout."""
         torch.distributed.init_process_group("gloo", init_method=self.init_method,
                                              rank=self.rank, world_size=self.size,
                                              timeout=self.timeout)
-        # Two groups of every rank, made by every rank in the same order (new_group is
-        # collective): the dense data-parallel group and the expert one, which EP 1 makes the
-        # same ranks but Megatron holds apart.
-        everyone = list(range(self.size))
-        self._groups = (torch.distributed.new_group(everyone, timeout=self.timeout),
-                        torch.distributed.new_group(everyone, timeout=self.timeout))
+        self._dense = torch.distributed.new_group(list(range(self.size)), timeout=self.timeout)
 
     def describe(self):
         return {"rank": self.rank, "size": self.size, "backend": "gloo",
                 "timeout_s": self.timeout.total_seconds()}
+
+    def expert_parallel(self, case):
+        return self.size // case["expert_dp"]
 
     def check(self, request):
         """Refuses a build this world cannot serve."""
@@ -63,15 +65,28 @@ class World:
         if case["dp"] != self.size:
             raise ValueError(f"real ranks: the case's dp {case['dp']} is not the world size "
                              f"{self.size}")
-        if case["expert_dp"] != case["dp"]:
-            raise ValueError(f"real ranks: expert parallelism 1 only (expert_dp "
-                             f"{case['expert_dp']} != dp {case['dp']})")
-        if request["rank"] != self.rank:
-            raise ValueError(f"real ranks: rank {request['rank']} asked of the worker of rank "
-                             f"{self.rank}")
+        if case["expert_dp"] < 1 or case["dp"] % case["expert_dp"] != 0:
+            raise ValueError(f"real ranks: expert_dp {case['expert_dp']} does not divide dp "
+                             f"{case['dp']}")
+        expected = self.rank
+        if request["instance"] == "expert":
+            expected = self.rank // self.expert_parallel(case)
+        if request["rank"] != expected:
+            raise ValueError(f"real ranks: {request['instance']} rank {request['rank']} asked of "
+                             f"world rank {self.rank}, which holds {request['instance']} rank "
+                             f"{expected}")
 
     def dense(self):
-        return self._groups[0]
+        return self._dense
 
-    def expert(self):
-        return self._groups[1]
+    def expert(self, expert_dp):
+        """This rank's expert data-parallel group of a case with `expert_dp`. Made on first use
+        by every rank at once (every rank builds the same case): all ep groups, in order."""
+        if expert_dp not in self._expert:
+            ep = self.size // expert_dp
+            for k in range(ep):
+                members = [g for g in range(self.size) if g % ep == k]
+                group = torch.distributed.new_group(members, timeout=self.timeout)
+                if self.rank % ep == k:
+                    self._expert[expert_dp] = group
+        return self._expert[expert_dp]
