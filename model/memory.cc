@@ -38,7 +38,9 @@ int64_t master_state_bytes(const CaseSpec& c, const ShardEntry& e) {
 // side its sub-optimizer steps.
 void add_hybrid(const CaseSpec& c, const RankPlan& plan,
                 const std::vector<std::vector<HdoTensor>>& tensors, bool cuda, RankBytes& b) {
-  const OffloadPlan off = plan_offload(tensors, HdoConfig{c.offload_fraction, true, c.overlap_cpu_optimizer_d2h_h2d, cuda});
+  const OffloadPlan off = plan_offload(
+      tensors,
+      HdoConfig{c.offload_fraction, true, c.overlap_cpu_optimizer_d2h_h2d, cuda, std::nullopt});
   for (size_t g = 0; g < tensors.size(); ++g) {
     for (size_t i = 0; i < tensors[g].size(); ++i) {
       const HdoPlacement& p = off.placements[g][i];

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "model/dtype.h"
@@ -27,6 +28,10 @@ struct HdoConfig {
   bool param_update_in_fp32 = true;
   bool overlap_cpu_optimizer_d2h_h2d = true;
   bool accelerator_is_cuda = false;  // host copies are pinned only with CUDA
+  // With overlap: upstream steps one host sub-optimizer per tensor (nothing here); proposal S1
+  // (FINDINGS.md, `overlap_cpu_optimizer_min_numel`) lets consecutive host tensors of a group
+  // share one until it holds at least this many elements.
+  std::optional<int64_t> host_min_numel;
 };
 
 // Where one tensor ends up.
@@ -44,7 +49,8 @@ struct OffloadPlan {
   bool has_accelerator_optimizer = false;
 };
 
-// The plan of a HybridDeviceOptimizer over `groups` with `config`.
+// The plan of a HybridDeviceOptimizer over `groups` with `config`. Host sub-optimizers are
+// numbered in (group, position) order.
 OffloadPlan plan_offload(const std::vector<std::vector<HdoTensor>>& groups,
                          const HdoConfig& config);
 

@@ -26,7 +26,23 @@ UpdatePath update_path(const CaseSpec& spec, bool offloaded, bool accelerator_is
   return UpdatePath::kFusedAccelerator;
 }
 
+std::vector<std::vector<HdoTensor>> hdo_tensors(const RankPlan& plan) {
+  std::vector<std::vector<HdoTensor>> tensors;
+  for (const GroupPlan& g : plan.groups) {
+    std::vector<HdoTensor> ts;
+    for (const ShardEntry& e : g.installed) ts.push_back(HdoTensor{e.param_range.size(), e.dtype});
+    tensors.push_back(std::move(ts));
+  }
+  return tensors;
+}
+
 }  // namespace
+
+OffloadPlan RankReference::offload_plan(std::optional<int64_t> host_min_numel) const {
+  HdoConfig config{case_->offload_fraction, true, case_->overlap_cpu_optimizer_d2h_h2d,
+                   accelerator_is_cuda_, host_min_numel};
+  return plan_offload(hdo_tensors(*plan_), config);
+}
 
 RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
                              const std::vector<std::vector<float>>& initial,
@@ -36,17 +52,7 @@ RankReference::RankReference(const CaseSpec& spec, const RankPlan& plan,
       kernels_(kernels),
       accelerator_is_cuda_(accelerator_is_cuda),
       fused_master_(spec.precision_aware && !spec.cpu_offload) {
-  std::vector<std::vector<HdoTensor>> tensors;
-  for (const GroupPlan& g : plan.groups) {
-    std::vector<HdoTensor> ts;
-    for (const ShardEntry& e : g.installed) ts.push_back(HdoTensor{e.param_range.size(), e.dtype});
-    tensors.push_back(std::move(ts));
-  }
-  if (spec.cpu_offload) {
-    offload_ =
-        plan_offload(tensors, HdoConfig{spec.offload_fraction, true,
-                                        spec.overlap_cpu_optimizer_d2h_h2d, accelerator_is_cuda});
-  }
+  if (spec.cpu_offload) offload_ = offload_plan(std::nullopt);
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     std::vector<UpdatePath> paths;
     std::vector<std::vector<float>> masters;

@@ -66,6 +66,8 @@ class RankReference {
   UpdatePath path(size_t g, size_t i) const { return path_[g][i]; }
   // The offload plan of this rank (empty without offload).
   const OffloadPlan& offload_plan() const { return offload_; }
+  // The same with host sub-optimizers grouped as proposal S1 groups them (model/offload_plan.h).
+  OffloadPlan offload_plan(std::optional<int64_t> host_min_numel) const;
   // The error the first step raises, if any (empty: steps succeed).
   const std::optional<std::string>& step_error() const { return step_error_; }
 

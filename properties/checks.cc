@@ -320,7 +320,9 @@ Violation check_offload_laws(const std::vector<std::vector<model::HdoTensor>>& g
     for (const auto& t : g) total += t.numel;
   }
   auto prefix = [&](double fraction) -> std::pair<int64_t, Violation> {
-    const model::OffloadPlan plan = planner(groups, model::HdoConfig{fraction});
+    model::HdoConfig config;
+    config.offload_fraction = fraction;
+    const model::OffloadPlan plan = planner(groups, config);
     int64_t count = 0, numel = 0;
     bool ended = false;
     for (size_t g = 0; g < groups.size(); ++g) {

@@ -73,7 +73,9 @@ void classify(const model::CaseSpec& c, const gen::Schedule& s) {
 void check_placement(const model::CaseSpec& c, const model::RankPlan& plan,
                      const model::RankReference& ref, const rig::RankUnderTest& rig,
                      const sut::Behaviour& b) {
-  const model::OffloadPlan& want = ref.offload_plan();
+  // A hybrid optimizer that groups its host sub-optimizers (proposal S1) says by how much.
+  const auto min_numel = rig.construction().host_min_numel;
+  const model::OffloadPlan want = min_numel ? ref.offload_plan(min_numel) : ref.offload_plan();
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
       const rig::ObservedPlacement got = rig.placement(g, i);

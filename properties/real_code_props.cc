@@ -152,7 +152,8 @@ std::optional<std::string> construction_difference(const rig::RankObservation& p
         differ("final optimizer groups", port.final_groups_match, real.final_groups_match),
         differ("offloaded tensors", port.offloaded_tensors, real.offloaded_tensors),
         differ("accelerator bytes", port.accel_bytes, real.accel_bytes),
-        differ("host bytes", port.host_bytes, real.host_bytes)}) {
+        differ("host bytes", port.host_bytes, real.host_bytes),
+        differ("host_min_numel (proposal S1)", port.host_min_numel, real.host_min_numel)}) {
     if (d) return d;
   }
   return std::nullopt;

@@ -232,8 +232,11 @@ std::vector<Property> hybrid_optimizer_properties() {
                  "for bit",
                  {"DS-04", "HDO-07"}, gen::case_and_schedule, numeric(NumericClaim::kState)),
       replayable("HybridOptimizerDiff.PlacementEqualsTheOffloadPlan",
-                 "offloaded, fp32 copy, pinned, host sub-optimizer index as planned", {"HDO-07"},
-                 gen::offloaded_case, numeric(NumericClaim::kPlacement)),
+                 "offloaded, fp32 copy, pinned, host sub-optimizer index as planned (grouped as "
+                 "proposal S1 "
+                 "groups them where the hybrid optimizer has an "
+                 "`overlap_cpu_optimizer_min_numel`)",
+                 {"HDO-07"}, gen::offloaded_case, numeric(NumericClaim::kPlacement)),
       replayable("HybridOptimizerDiff.ZeroLrAndWeightDecayLeaveParamsUnchanged",
                  "lr 0 and wd 0 leave every parameter bit-identical", {"DS-01"}, gen::zero_lr_case,
                  numeric(NumericClaim::kUnchanged)),

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model/layout.h"
+#include "model/offload_plan.h"
 #include "model/shard.h"
 
 namespace sc::model {
@@ -212,6 +213,29 @@ TEST(ModelSpec, ValidateNamesTheFirstViolation) {
   c.offload_fraction = 1;
   c.params[0].shape = {0, 4};
   EXPECT_EQ(validate(c).value_or(""), "parameter 'p' has zero elements");
+}
+
+// With overlap, upstream steps one host AdamW per host tensor; proposal S1
+// (patches/proposals/S1-hdo-host-optimizers-by-size.patch) lets consecutive host tensors of a
+// group share one until it holds min_numel elements, and starts afresh in each group: its
+// build_cpu_optimizer_list worked by hand on two groups of 10, 5, 20 and 0, 7 elements at 12.
+TEST(OffloadPlanModel, HostOptimizersPerTensorUpstreamAndByMinNumelUnderS1) {
+  const std::vector<std::vector<HdoTensor>> groups = {{{10}, {5}, {20}}, {{0}, {7}}};
+  auto indices = [&](std::optional<int64_t> min_numel) {
+    HdoConfig config;
+    config.host_min_numel = min_numel;
+    const OffloadPlan plan = plan_offload(groups, config);
+    std::vector<int> out;
+    for (const auto& g : plan.placements) {
+      for (const auto& p : g) out.push_back(p.cpu_optimizer);
+    }
+    out.push_back(plan.num_cpu_optimizers);
+    return out;
+  };
+  EXPECT_EQ(indices(std::nullopt), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(indices(12), (std::vector<int>{0, 0, 1, 2, 2, 3}));  // 10+5, 20, then 0+7
+  EXPECT_EQ(indices(1), (std::vector<int>{0, 1, 2, 3, 3, 4}));   // the empty tensor shares
+  EXPECT_EQ(indices(int64_t{1} << 22), (std::vector<int>{0, 0, 0, 1, 1, 2}));
 }
 
 }  // namespace

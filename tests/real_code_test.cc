@@ -385,6 +385,32 @@ TEST_F(RealCode, TheTrainingLoopPropertiesFailOnEachTrainingPatch) {
   }
 }
 
+// Proposal S1 groups the hybrid optimizer's host AdamWs by size; the worker reports its
+// overlap_cpu_optimizer_min_numel and the placement property plans with it. Lowered to 16
+// elements (so that the cases' small tensors form several groups), the proposal passes; with
+// its threshold tested one element late (patches/proposals/checks/S1-off-by-one.patch) it fails.
+TEST_F(RealCode, ThePlacementPropertyChecksProposalS1sGrouping) {
+  const std::string checks = std::string(SC_SOURCE_DIR) + "/patches/proposals/checks/";
+  const std::string base =
+      trees_ + "/d8b71082-pr6982-all-S1 --patch " + checks +
+      "S1-min-numel-16.patch --only HybridOptimizerDiff.PlacementEqualsTheOffloadPlan";
+  // The off-by-one needs a group whose running count lands exactly on 16: more cases than
+  // verify()'s few.
+  const auto run = [](const std::string& arguments) {
+    return testing::run_command("RC_PARAMS='max_success=200 seed=7' " + verify_command() + " " +
+                                arguments + " --json 2>/dev/null");
+  };
+  const auto clean = run(base);
+  EXPECT_EQ(clean.status, 0) << clean.output;
+  const auto bad = run(base + " --patch " + checks + "S1-off-by-one.patch");
+  ASSERT_EQ(bad.status, 1) << bad.output;
+  const json report = json::parse(bad.output);
+  const json* p = property(report, "HybridOptimizerDiff.PlacementEqualsTheOffloadPlan");
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->at("failure").get<std::string>().find("cpu_optimizer="), std::string::npos)
+      << p->at("failure");
+}
+
 // A case that needs a distributed checkpoint, a gathered one, or the pinned memory of each copy
 // cannot run against the real code: the replay says so and exits 2, never 1 as if the finding
 // were present there.

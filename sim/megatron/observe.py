@@ -106,7 +106,7 @@ def first_non_leaf(observed_groups):
 
 def constructed(rank):
     """After a successful construction: whether the optimizer holds exactly the installed tensors,
-    and the bytes on each side."""
+    the bytes on each side, and the hybrid optimizer's host_min_numel where it has one."""
     installed = rank.installed()
     held = [group["params"] for group in rank.dist.optimizer.param_groups]
     match = len(held) == len(installed) and all(
@@ -128,8 +128,13 @@ def constructed(rank):
                 host += nbytes(inner)
             elif inner is not tensor:
                 accel += nbytes(inner)  # fp32 copy of a 16-bit shard
-    return {"final_groups_match": match, "offloaded_tensors": offloaded, "accel_bytes": accel,
-            "host_bytes": host}
+    out = {"final_groups_match": match, "offloaded_tensors": offloaded, "accel_bytes": accel,
+           "host_bytes": host}
+    # Proposal S1 (FINDINGS.md) groups the host sub-optimizers by this many elements.
+    min_numel = getattr(hdo, "overlap_cpu_optimizer_min_numel", None)
+    if min_numel is not None:
+        out["host_min_numel"] = int(min_numel)
+    return out
 
 
 # ---- after construction ----

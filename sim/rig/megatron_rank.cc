@@ -72,6 +72,7 @@ RankObservation observation_of(const json& r, model::Instance instance, int64_t 
   obs.offloaded_tensors = r.at("offloaded_tensors");
   obs.accel_bytes = r.at("accel_bytes");
   obs.host_bytes = r.at("host_bytes");
+  if (r.contains("host_min_numel")) obs.host_min_numel = r.at("host_min_numel").get<int64_t>();
   return obs;
 }
 

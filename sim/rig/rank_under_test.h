@@ -53,6 +53,9 @@ struct RankObservation {
   int failing_param = -1;          // on a leaf-check failure: the first non-leaf's model param
   int64_t accel_bytes = 0;  // on success: param and grad buffers, fp32 main and fp32 copies
   int64_t host_bytes = 0;   // on success: the HDO's host copies
+  // The hybrid optimizer's `overlap_cpu_optimizer_min_numel`, where it has one (proposal S1's
+  // grouping of host sub-optimizers; model/offload_plan.h): the port and upstream have none.
+  std::optional<int64_t> host_min_numel;
 };
 
 // Where the hybrid optimizer put one installed tensor, read off the port.
