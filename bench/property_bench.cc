@@ -2,12 +2,15 @@
 // (structural: the shard builder's; numerical: the hybrid optimizer's, FusedAdam's, the
 // checkpoint's and the stream simulation's), each run once by RapidCheck at the configured
 // number of cases (bench_main.cc sets RC_PARAMS unless it is set); with SC_MEGATRON_TREE (a tree
-// with the seed fix, as scripts/bench unpacks) also against real Megatron code.
+// with the seed fix, as scripts/bench unpacks) also against real Megatron code (on
+// SC_MEGATRON_FIXED_TREE, the tree with every fix, where set), and the properties that run the
+// port and the real code side by side.
 #include "bench_support.h"
 
 #ifndef SC_NO_PROPERTIES
 #include <rapidcheck.h>
 
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -68,8 +71,15 @@ void register_property_benchmarks() {
       {"fused", *sut::behaviour_by_name("patched+fused-host-adamw")},
       {"megatron", sut::fully_patched()}};
   // And against real Megatron code, where SC_MEGATRON_TREE names a tree: the same properties on
-  // the other system under test, at the same number of cases.
+  // the other system under test, at the same number of cases, on the tree with every finding's
+  // fix where SC_MEGATRON_FIXED_TREE names one (against the seed fix alone the properties fail
+  // on the findings, and a failed run times nothing).
   const auto tree = props::megatron_tree();
+  const char* fixed = std::getenv("SC_MEGATRON_FIXED_TREE");
+  const auto fixed_tree =
+      fixed != nullptr && *fixed != '\0'
+          ? std::optional<rig::MegatronTarget>(rig::MegatronTarget{fixed, false})
+          : tree;
   for (const props::Property* property : props::variant_properties()) {
     const props::Property& def = *property;
     const bool structural = def.name.rfind("ShardBuilder", 0) == 0;
@@ -78,7 +88,7 @@ void register_property_benchmarks() {
       if (tag == "megatron" && (!tree || !props::runs_on_real_code(def))) continue;
       const std::string name = std::string("BM_PropertyThroughput/") +
                                (structural ? "structural/" : "numerical/") + tag + "/" + def.name;
-      const auto real = tag == "megatron" ? tree : std::nullopt;
+      const auto real = tag == "megatron" ? fixed_tree : std::nullopt;
       register_once(name, [&def, b = b, real](benchmark::State& state) {
         run_property_once(state, def, b, real);
       });
