@@ -540,7 +540,9 @@ std::vector<Property> real_code_properties() {
         run_real_ranks(in.c, in.schedule, b, *tree);
       });
   ranks.target = Target::kPortVsRealCode;
-  ranks.not_on_real_code = "it runs the real code on real ranks, its emulation and the port";
+  ranks.not_on_real_code =
+      "it runs the real code itself whatever the system under test, on real ranks beside its "
+      "one-process emulation and the port";
   return {diff, ranks};
 }
 

@@ -2,15 +2,17 @@
 // unique "Suite.Name"s, every property is shown to fail on something (a killer the kill tests
 // run, or a check-strength test of this binary), and the table of docs/properties.md is the
 // registry's own, word for word, as are the docs' capability table and variant tables.
+#include "properties/registry.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <string>
-
-#include "properties/registry.h"
 
 namespace sc::props {
 namespace {
@@ -64,9 +66,13 @@ TEST(Registry, EveryPropertyIsShownToFailOnSomething) {
 }
 
 // The text of docs/`page` between `<!-- NAME:begin -->` and `<!-- NAME:end -->`, or a failure.
+// With SC_UPDATE_DOCS=1 a table that differs is written from the code instead (and the check
+// passes): after adding a fix or a property, `SC_UPDATE_DOCS=1 ctest -R Registry` brings every
+// generated table of docs/ up to date.
 ::testing::AssertionResult docs_table_is(const std::string& page, const std::string& name,
                                         const std::string& want) {
-  std::ifstream in(std::string(SC_SOURCE_DIR) + "/docs/" + page);
+  const std::string path = std::string(SC_SOURCE_DIR) + "/docs/" + page;
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   const std::string doc = text.str();
@@ -75,11 +81,17 @@ TEST(Registry, EveryPropertyIsShownToFailOnSomething) {
   if (from == std::string::npos || to == std::string::npos) {
     return ::testing::AssertionFailure() << "docs/" << page << " has no " << begin << " ... " << end;
   }
-  if (doc.substr(from + begin.size(), to - from - begin.size()) == want) {
+  const size_t first = from + begin.size();
+  if (doc.substr(first, to - first) == want) return ::testing::AssertionSuccess();
+  const char* update = std::getenv("SC_UPDATE_DOCS");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path) << doc.substr(0, first) << want << doc.substr(to);
+    std::cerr << "docs/" << page << ": " << name << " written from the code\n";
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure() << "docs/" << page << "'s " << name
-                                       << " differs from the code's:\n" << want;
+                                       << " differs from the code's (SC_UPDATE_DOCS=1 writes it):\n"
+                                       << want;
 }
 
 TEST(Registry, TheDocsTableIsTheRegistrys) {
