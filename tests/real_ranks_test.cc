@@ -2,8 +2,12 @@
 // one-process emulation and the port fails on collective bugs of our own making (tests/real_ranks/,
 // patches the emulation never runs), and a world that loses or stalls a rank ends in an error
 // naming the rank, never a hang, with no worker left behind.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -132,6 +136,28 @@ TEST_F(RealRanks, AStalledRankMakesTheCollectiveTimeOutNamingIt) {
     EXPECT_NE(what.find("imed out"), std::string::npos) << what;
   }
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
+}
+
+// The port a world picks may be taken before rank 0's store binds it: the rendezvous fails and
+// the world tries again on a fresh port.
+TEST_F(RealRanks, ARendezvousOnABusyPortIsTriedAgainOnAFreshOne) {
+  const int busy = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(busy, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  ASSERT_EQ(bind(busy, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(listen(busy, 1), 0);
+  ASSERT_EQ(getsockname(busy, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  setenv("SC_MEGATRON_WORLD_PORT", std::to_string(ntohs(sa.sin_port)).c_str(), 1);
+  std::unique_ptr<MegatronWorld> world;
+  EXPECT_NO_THROW(world = std::make_unique<MegatronWorld>(MegatronTarget{tree_, false}, 2));
+  unsetenv("SC_MEGATRON_WORLD_PORT");
+  close(busy);
+  ASSERT_TRUE(world);
+  EXPECT_EQ(world->worker(1).hello().at("world").at("rank"), 1);
+  build(*world, two_rank_case());  // the world serves
 }
 
 TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {

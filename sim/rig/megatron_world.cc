@@ -29,12 +29,35 @@ double collective_timeout_s() {
   return seconds;
 }
 
+// SC_MEGATRON_WORLD_PORT: the port of a world's first rendezvous (tests take one that is busy,
+// to see the next try's fresh port); 0, a free one, when unset.
+int first_port() {
+  const char* text = std::getenv("SC_MEGATRON_WORLD_PORT");
+  return text != nullptr ? std::atoi(text) : 0;
+}
+
 }  // namespace
 
 MegatronWorld::MegatronWorld(const MegatronTarget& target, int size) {
   if (size < 1) throw std::invalid_argument("a world has at least one rank");
+  // The port was free when picked, but another process may bind it before rank 0's store does:
+  // a rendezvous that fails is tried again on a fresh port, twice at most.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      join(target, size, attempt == 1 ? first_port() : 0);
+      return;
+    } catch (const MegatronUnavailable& e) {
+      const bool rendezvous = std::string(e.what()).rfind("world_failed:", 0) == 0;
+      if (!rendezvous || attempt == 3) throw;
+      workers_.clear();
+      failed_ = false;
+    }
+  }
+}
+
+void MegatronWorld::join(const MegatronTarget& target, int size, int given_port) {
   const std::string address = "127.0.0.1";
-  const int port = pick_free_port(address);
+  const int port = given_port > 0 ? given_port : pick_free_port(address);
   if (port == 0) throw MegatronWorldFailed(0, "no free TCP port on " + address);
   for (int r = 0; r < size; ++r) {
     workers_.push_back(std::make_unique<MegatronWorker>(

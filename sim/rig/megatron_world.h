@@ -30,8 +30,9 @@ class MegatronWorldFailed : public std::runtime_error {
 
 class MegatronWorld {
  public:
-  // `size` workers of `target`'s tree and device, joined; MegatronUnavailable when the tree
-  // cannot be served, MegatronWorldFailed when the world cannot be joined.
+  // `size` workers of `target`'s tree and device, joined (a failed rendezvous is tried again on
+  // a fresh port, three tries in all); MegatronUnavailable when the tree cannot be served or
+  // the rendezvous keeps failing, MegatronWorldFailed when a worker fails otherwise.
   MegatronWorld(const MegatronTarget& target, int size);
   // The world of `size` ranks of `target`, started on first use and kept until the process ends
   // or a request fails (a failed world is stopped and started afresh on next use).
@@ -46,6 +47,8 @@ class MegatronWorld {
   void on_every_rank(const std::function<void(int rank)>& fn);
 
  private:
+  void join(const MegatronTarget& target, int size, int given_port);
+
   std::vector<std::unique_ptr<MegatronWorker>> workers_;
   bool failed_ = false;
 };
