@@ -1,9 +1,13 @@
 #include "sim/rig/megatron_world.h"
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -81,32 +85,58 @@ MegatronWorld& MegatronWorld::of(const MegatronTarget& target, int size) {
 
 void MegatronWorld::on_every_rank(const std::function<void(int rank)>& fn) {
   if (failed_) throw MegatronWorldFailed(0, "the world was stopped after an earlier failure");
+  struct Failure {
+    int rank;
+    std::exception_ptr error;
+    bool lost;  // the rank's worker exited or stopped answering
+  };
   std::mutex mutex;
-  int first_rank = -1;
-  std::exception_ptr first;
+  std::condition_variable changed;
+  std::vector<Failure> failures;  // those before the world was stopped
+  int done = 0;
+  bool stopped = false;
   std::vector<std::thread> threads;
   for (int r = 0; r < size(); ++r) {
     threads.emplace_back([&, r] {
+      std::optional<Failure> failure;
       try {
         fn(r);
+      } catch (const MegatronWorkerLost&) {
+        failure = Failure{r, std::current_exception(), true};
       } catch (...) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        if (first) return;  // a consequence of the first failure, which stopped this rank
-        first_rank = r;
-        first = std::current_exception();
-        for (auto& w : workers_) w->kill_now();
+        failure = Failure{r, std::current_exception(), false};
       }
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (failure && !stopped) failures.push_back(*failure);
+      ++done;
+      changed.notify_all();
     });
   }
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return done == size() || !failures.empty(); });
+    // One rank's failure may be another's doing: a rank that dies makes its peers' collectives
+    // fail at once. A moment for every rank to report, then the rest are stopped.
+    changed.wait_for(lock, std::chrono::seconds(1), [&] { return done == size(); });
+    if (done < size()) {
+      stopped = true;
+      for (auto& w : workers_) w->kill_now();
+    }
+  }
   for (auto& t : threads) t.join();
-  if (!first) return;
+  if (failures.empty()) return;
   failed_ = true;
+  for (auto& w : workers_) w->kill_now();
+  // The cause: a rank whose worker was lost before one whose collective saw it go.
+  const auto lost =
+      std::find_if(failures.begin(), failures.end(), [](const Failure& f) { return f.lost; });
+  const Failure& cause = lost != failures.end() ? *lost : failures.front();
   try {
-    std::rethrow_exception(first);
+    std::rethrow_exception(cause.error);
   } catch (const MegatronUnavailable&) {
     throw;
   } catch (const std::exception& e) {
-    throw MegatronWorldFailed(first_rank, e.what());
+    throw MegatronWorldFailed(cause.rank, e.what());
   }
 }
 

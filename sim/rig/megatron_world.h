@@ -42,8 +42,10 @@ class MegatronWorld {
   MegatronWorker& worker(int rank) { return *workers_.at(rank); }
   // Whether a request failed: the world's workers were killed and it serves nothing more.
   bool failed() const { return failed_; }
-  // Runs fn(rank) for every rank at once, one thread each. When one throws, every worker is
-  // killed (no rank waits out a timeout) and the first failure is thrown as MegatronWorldFailed.
+  // Runs fn(rank) for every rank at once, one thread each. When one throws, the others get a
+  // second to finish or fail, then every worker is killed (no rank waits out a timeout), and
+  // the cause is thrown as MegatronWorldFailed: a rank whose worker was lost before one whose
+  // collective saw it go, else the first failure.
   void on_every_rank(const std::function<void(int rank)>& fn);
 
  private:
