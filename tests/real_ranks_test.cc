@@ -157,6 +157,11 @@ TEST_F(RealRanks, ARendezvousOnABusyPortIsTriedAgainOnAFreshOne) {
   close(busy);
   ASSERT_TRUE(world);
   EXPECT_EQ(world->worker(1).hello().at("world").at("rank"), 1);
+  // Its stand-ins are a real rank's: none that emulates the other ranks or skips a collective.
+  const std::string stand_ins = world->worker(1).hello().at("stand_ins").dump();
+  EXPECT_NE(stand_ins.find("real ranks (--world-size)"), std::string::npos) << stand_ins;
+  EXPECT_EQ(stand_ins.find("no_sync()"), std::string::npos) << stand_ins;
+  EXPECT_EQ(stand_ins.find("are stubbed"), std::string::npos) << stand_ins;
   build(*world, two_rank_case());  // the world serves
 }
 

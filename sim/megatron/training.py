@@ -19,9 +19,18 @@ STAND_INS = [
     "fields DDP reads, at TransformerConfig's defaults (calculate_per_token_loss False, "
     "cuda_graph_impl 'none', context_parallel_size 1); TransformerConfig's module imports "
     "inference, quantization, fusion, CUDA-graph and pipeline-layout modules outside the "
-    "optimizer path and validates a whole transformer. Its process groups are the rank's "
-    "stand-ins (data-parallel and expert data-parallel of the case's sizes; tensor, pipeline "
-    "and expert model parallel of size 1) in Megatron's ProcessGroupCollection",
+    "optimizer path and validates a whole transformer. Its process groups, in Megatron's "
+    "ProcessGroupCollection: data-parallel and expert data-parallel of the case's sizes (the "
+    "rank's stand-ins in one process, the world's Gloo groups on real ranks); tensor, pipeline "
+    "and expert model parallel of size 1, stand-ins",
+    "training mode on the host device layer: Tensor.backward of an accelerator stand-in tensor "
+    "runs under torch's DisableTorchFunction, so autograd's grads are plain host tensors and "
+    "DDP's hook adds them into main_grad with torch's CPU kernel, without the stand-in's "
+    "mixed-device check",
+]
+
+# Only where the DP ranks are emulated in one process; real ranks (world.py) run both.
+ONE_PROCESS_STAND_INS = [
     "training mode, grad reduction: backward runs inside every chunk DDP's no_sync(), so no "
     "reduce-scatter or all-reduce is dispatched; the gradient this rank's backward delivers "
     "into main_grad is taken as the DP-reduced one",
@@ -29,10 +38,6 @@ STAND_INS = [
     "_start_bucket_group_param_sync, which the optimizer calls after a step, are stubbed on each "
     "DDP instance (no collective runs on the stand-in group; only this rank's pieces are "
     "observed)",
-    "training mode on the host device layer: Tensor.backward of an accelerator stand-in tensor "
-    "runs under torch's DisableTorchFunction, so autograd's grads are plain host tensors and "
-    "DDP's hook adds them into main_grad with torch's CPU kernel, without the stand-in's "
-    "mixed-device check",
 ]
 
 
@@ -61,7 +66,7 @@ class ChunkModule(torch.nn.Module):
 
 
 def _skip_param_sync(*unused, **unused_keywords):
-    """The param all-gather DDP would start after a step: not run (STAND_INS)."""
+    """The param all-gather DDP would start after a step: not run (ONE_PROCESS_STAND_INS)."""
 
 
 def wrap_chunk(rank, members, disable_bucketing, full_param_layout):

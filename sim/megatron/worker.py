@@ -69,8 +69,11 @@ def set_up(device, world=None):
         stand_ins += devices.install_distributed(world)
     except (RuntimeError, ValueError) as e:  # a rendezvous that timed out or was refused
         raise TreeError("world_failed", " ".join(str(e).split())[:400]) from e
-    real = worlds.STAND_INS if world is not None else []
-    return stand_ins + LOADER_STAND_INS + RANK_STAND_INS + training.STAND_INS + real
+    # The DP ranks: emulated in this process (DDP's buffers rebuilt outside training mode, no
+    # collective), or real ranks of a world, which run DDP itself and its collectives.
+    ranks = (RANK_STAND_INS + training.ONE_PROCESS_STAND_INS if world is None
+             else worlds.STAND_INS)
+    return stand_ins + LOADER_STAND_INS + training.STAND_INS + ranks
 
 
 class Worker:
