@@ -1,14 +1,15 @@
 #include "properties/numeric_props.h"
 
+#include <rapidcheck.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
-#include <set>
 #include <memory>
+#include <numeric>
+#include <set>
 #include <sstream>
-
-#include <rapidcheck.h>
 
 #include "model/layout.h"
 #include "model/reference.h"
@@ -362,47 +363,107 @@ void run_load_placement(const model::CaseSpec& spec, const gen::Schedule& schedu
       });
 }
 
+namespace {
+
+std::vector<int64_t> all_ranks(const model::CaseSpec& c, model::Instance instance) {
+  std::vector<int64_t> out(static_cast<size_t>(model::instance_dp(c, instance)));
+  std::iota(out.begin(), out.end(), 0);
+  return out;
+}
+
+// Builds DP ranks `ranks` of `instance` of `c` (seeds `seed` + r), checks that each constructs.
+std::vector<std::unique_ptr<rig::RankUnderTest>> build_dp_group(const model::CaseSpec& c,
+                                                                model::Instance instance,
+                                                                const std::vector<int64_t>& ranks,
+                                                                uint64_t seed,
+                                                                const sut::Behaviour& b) {
+  std::vector<std::unique_ptr<rig::RankUnderTest>> group;
+  for (int64_t r : ranks) {
+    group.push_back(rig::build_rank(target_for(b), c, instance, r, seed + r));
+    check(check_constructed(group.back()->construction()), b);
+  }
+  return group;
+}
+
+std::vector<const rig::RankUnderTest*> views(
+    const std::vector<std::unique_ptr<rig::RankUnderTest>>& group) {
+  std::vector<const rig::RankUnderTest*> out;
+  for (const auto& r : group) out.push_back(r.get());
+  return out;
+}
+
+// DP rank ranks[k] of `saved` (stepped `split` times) against the same rank of `resumed`, loaded
+// from the saved group: the state right after the load, then every step after it, bit for bit.
+void check_resumed_group(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
+                         model::Instance instance, const std::vector<int64_t>& ranks,
+                         std::vector<std::unique_ptr<rig::RankUnderTest>>& saved,
+                         std::vector<std::unique_ptr<rig::RankUnderTest>>& resumed,
+                         const sut::Behaviour& behaviour) {
+  const auto layouts = model::full_param_layout(spec);
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    rig::RankUnderTest& a = *saved[k];
+    rig::RankUnderTest& z = *resumed[k];
+    const model::RankPlan plan = model::plan_rank(spec, layouts, instance, ranks[k]);
+    check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
+    continue_both(
+        a, z, spec, schedule, split, plan, [&](size_t g, size_t i, const std::string& at) {
+          check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
+                              at + " (resumed vs uninterrupted)"),
+                behaviour);
+          check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
+                              at + " master (resumed vs uninterrupted)"),
+                behaviour);
+          const rig::ObservedState x = z.state(g, i), y = a.state(g, i);
+          check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"),
+                behaviour);
+          if (x.step != y.step) {
+            check(at + ": step " + std::to_string(x.step) + " resumed, " + std::to_string(y.step) +
+                      " uninterrupted",
+                  behaviour);
+          }
+        });
+  }
+}
+
+}  // namespace
+
 void run_dist_ckpt_resume(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
                           const sut::Behaviour& behaviour) {
   RC_PRE(split >= 1 && split < schedule.steps.size());
   RC_CLASSIFY(spec.cpu_offload, "hybrid optimizer");
   RC_CLASSIFY(spec.precision_aware && !spec.cpu_offload, "precision-aware FusedAdam");
   RC_CLASSIFY(!spec.precision_aware && !spec.cpu_offload, "torch AdamW");
-  for_rig_pairs(
-      spec, spec, spec, 1000, behaviour,
-      [&](rig::RankUnderTest& a, rig::RankUnderTest& z, const model::RankPlan& plan) {
-        // A refused step (the model predicts it) is another property's business.
-        model::RankReference ref(spec, plan, a.initial_values(), torch_kernels(), false);
-        RC_PRE(!ref.step_error());
-        for (size_t k = 0; k < split; ++k) a.step(gen::materialise(spec, schedule.steps[k]));
-        // Per-param flags that some optimizers keep: the checkpoint must skip them (MEG-07).
-        a.add_non_tensor_state({"found_inf", "non_tensor_int"});
-        Violation loaded;
-        try {
-          z.load_distributed(a.save());
-        } catch (const c10::Error& e) {
-          loaded = "loading the distributed checkpoint raised: " + e.msg();
-        }
-        check(loaded, behaviour);
-        check_state_after_load(a, z, spec, plan, static_cast<int>(split), behaviour);
-        continue_both(
-            a, z, spec, schedule, split, plan, [&](size_t g, size_t i, const std::string& at) {
-              check(compare_exact(z.model_piece(g, i), a.model_piece(g, i),
-                                  at + " (resumed vs uninterrupted)"),
-                    behaviour);
-              check(compare_exact(z.optimizer_piece(g, i), a.optimizer_piece(g, i),
-                                  at + " master (resumed vs uninterrupted)"),
-                    behaviour);
-              const rig::ObservedState x = z.state(g, i), y = a.state(g, i);
-              check(compare_exact(x.exp_avg, y.exp_avg, at + " exp_avg (resumed vs uninterrupted)"),
-                    behaviour);
-              if (x.step != y.step) {
-                check(at + ": step " + std::to_string(x.step) + " resumed, " +
-                          std::to_string(y.step) + " uninterrupted",
-                      behaviour);
-              }
-            });
-      });
+  const auto layouts = model::full_param_layout(spec);
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (!model::instance_present(spec, inst)) continue;
+    // The checked ranks (all up to DP 8) stand for the group; DP rank 0, which writes the
+    // common state, is always among them.
+    const std::vector<int64_t> ranks = ranks_to_check(spec, layouts, inst);
+    auto saved = build_dp_group(spec, inst, ranks, 1000, behaviour);
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      // A refused step (the model predicts it) is another property's business.
+      model::RankReference ref(spec, model::plan_rank(spec, layouts, inst, ranks[k]),
+                               saved[k]->initial_values(), torch_kernels(), false);
+      RC_PRE(!ref.step_error());
+    }
+    for (size_t k = 0; k < split; ++k) {
+      const model::StepInputs in = gen::materialise(spec, schedule.steps[k]);
+      for (auto& a : saved) a->step(in);
+    }
+    // Per-param flags that some optimizers keep: the checkpoint must skip them (MEG-07).
+    for (auto& a : saved) a->add_non_tensor_state({"found_inf", "non_tensor_int"});
+    const std::vector<rig::Checkpoint> ck = rig::save_distributed(views(saved));
+    auto resumed = build_dp_group(spec, inst, ranks, 2000, behaviour);
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      const std::string raised = raised_by([&] { resumed[k]->load_distributed(ck[k]); });
+      if (!raised.empty()) {
+        check("DP rank " + std::to_string(ranks[k]) +
+                  ": loading the distributed checkpoint raised: " + raised,
+              behaviour);
+      }
+    }
+    check_resumed_group(spec, schedule, split, inst, ranks, saved, resumed, behaviour);
+  }
 }
 
 namespace {
@@ -488,15 +549,8 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedu
   for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
     if (!model::instance_present(spec, inst)) continue;
     const char* name = inst == model::Instance::kExpert ? "expert" : "dense";
-    auto build = [&](const model::CaseSpec& x, uint64_t seed) {
-      std::vector<std::unique_ptr<rig::RankUnderTest>> group;
-      for (int64_t r = 0; r < model::instance_dp(x, inst); ++r) {
-        group.push_back(rig::build_rank(target_for(behaviour), x, inst, r, seed + r));
-        check(check_constructed(group.back()->construction()), behaviour);
-      }
-      return group;
-    };
-    std::vector<std::unique_ptr<rig::RankUnderTest>> saved = build(spec, 1000);
+    std::vector<std::unique_ptr<rig::RankUnderTest>> saved =
+        build_dp_group(spec, inst, all_ranks(spec, inst), 1000, behaviour);
     // A refused step (the model predicts it) is another property's business.
     const auto layouts = model::full_param_layout(spec);
     for (size_t r = 0; r < saved.size(); ++r) {
@@ -508,10 +562,9 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedu
       const model::StepInputs in = gen::materialise(spec, d);
       for (auto& rig : saved) rig->step(in);
     }
-    std::vector<const rig::RankUnderTest*> group;
-    for (const auto& rig : saved) group.push_back(rig.get());
-    const rig::GatheredCheckpoint ck = rig::save_gathered(group, format);
-    std::vector<std::unique_ptr<rig::RankUnderTest>> loaded = build(other, 3000);
+    const rig::GatheredCheckpoint ck = rig::save_gathered(views(saved), format);
+    std::vector<std::unique_ptr<rig::RankUnderTest>> loaded =
+        build_dp_group(other, inst, all_ranks(other, inst), 3000, behaviour);
     for (auto& rig : loaded) {
       Violation v;
       try {

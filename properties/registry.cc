@@ -418,9 +418,10 @@ std::vector<Property> checkpoint_properties() {
   return {
       needing(replayable(
                   "DistributedCheckpoint.ResumeEqualsNoInterruption",
-                  "Megatron's distributed-checkpoint load (`sharded_state_dict(is_loading=True)`, "
-                  "in-place fill, `load_state_dict` with a `fully_sharded_model_space` param "
-                  "state) into a fresh rank: right after the load the whole optimizer state "
+                  "a DP group saves a distributed checkpoint and a fresh group resumes from it "
+                  "as Megatron does (`sharded_state_dict(is_loading=True)`, in-place fill, "
+                  "`load_state_dict`; the param state `fully_sharded_model_space` on the port, "
+                  "`dp_reshardable` on real code): right after the load the whole optimizer state "
                   "(moments, masters, step counts, each group's hyper-parameters) equals the "
                   "saved one; then continue: model pieces, masters, moments and step "
                   "bit-identical to no interruption, for torch AdamW, precision-aware FusedAdam "

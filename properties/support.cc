@@ -158,6 +158,18 @@ std::string step_outcome(rig::RankUnderTest& rank, const model::StepInputs& in) 
   }
 }
 
+std::string raised_by(const std::function<void()>& f) {
+  try {
+    f();
+    return "";
+  } catch (const c10::Error& e) {
+    return e.msg().substr(0, e.msg().find('\n'));
+  } catch (const rig::MegatronRaised& e) {
+    const std::string what = e.what();
+    return what.substr(0, what.find('\n'));
+  }
+}
+
 void configure_generation() {
   const char* te = std::getenv("SC_TRANSFORMER_ENGINE");
   const std::string value = te == nullptr ? "" : te;

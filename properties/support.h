@@ -4,6 +4,7 @@
 // so that one binary checks upstream, fixes and mutants alike.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ const sut::Behaviour& variant_under_test();
 // The accelerator for diff properties (sut::pick_device()).
 torch::Device device();
 
+// What `f` raised: the first line of the port's c10::Error or of the worker's reply, "" when it
+// returned.
+std::string raised_by(const std::function<void()>& f);
 // The Megatron tree named by SC_MEGATRON_TREE, or nullopt.
 std::optional<rig::MegatronTarget> megatron_tree();
 // Whether the properties run against real Megatron code: SC_SUT=megatron (with a tree in

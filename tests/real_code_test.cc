@@ -117,10 +117,15 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
   // F2 (a resume restarts the accelerator FusedAdam's step count, seen right after the load;
   // Transformer Engine's FusedAdam is the worker's stand-in), F6 (with overlap, the accelerator
   // step reads fp32 grads cast on the D2H stream it never waits for), F11 (a state dict saved
-  // before the first step cannot be loaded) and F12 (clipping fp16 decoupled grads asserts).
+  // before the first step cannot be loaded), F12 (clipping fp16 decoupled grads asserts) and
+  // the distributed-checkpoint resume on F5 or F13 (a dp_reshardable save on a DP rank that owns
+  // only bucket padding asserts), whichever these cases meet first.
   const auto failed = failures(report);
   EXPECT_EQ(r.status, 1);
-  ASSERT_EQ(failed.size(), 6u) << r.output;
+  ASSERT_EQ(failed.size(), 7u) << r.output;
+  EXPECT_NE(failed.at("DistributedCheckpoint.ResumeEqualsNoInterruption")
+                .find("loading the distributed checkpoint raised: "),
+            std::string::npos);
   const auto counterexample = [&](const char* name) {
     const json* p = property(report, name);
     return p == nullptr ? std::string() : p->at("counterexample").get<std::string>();
@@ -411,13 +416,40 @@ TEST_F(RealCode, ThePlacementPropertyChecksProposalS1sGrouping) {
       << p->at("failure");
 }
 
-// A case that needs a distributed checkpoint, a gathered one, or the pinned memory of each copy
-// cannot run against the real code: the replay says so and exits 2, never 1 as if the finding
+// F13, found by the distributed-checkpoint property on its own in the real code: on the tree with
+// every finding's patch, a DP group whose bucket leaves a rank only end padding cannot save in
+// dp_reshardable (Megatron's default); the case shrinks to one parameter of one element at
+// dp >= 2, and the same case at dp 1 resumes bit for bit.
+TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF13OnItsOwn) {
+  const char* name = "DistributedCheckpoint.ResumeEqualsNoInterruption";
+  const auto r = verify(trees_ + "/d8b71082-pr6982-all --only " + name);
+  ASSERT_EQ(r.status, 1) << r.output;
+  const json report = json::parse(r.output);
+  const json* p = property(report, name);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->at("failure").get<std::string>().find(
+                "save raised AssertionError: empty bucket encountered"),
+            std::string::npos)
+      << p->at("failure");
+  json c = p->at("case");
+  EXPECT_EQ(c.at("case").at("params").size(), 1u) << c.dump(2);
+  EXPECT_EQ(c.at("case").at("params").at(0).at("shape"), json::array({1}));
+  EXPECT_GE(c.at("case").at("dp").get<int>(), 2);
+  c["case"]["dp"] = 1;
+  const fs::path at = fs::path(trees_) / "f13-at-dp-1.json";
+  std::ofstream(at) << c.dump(2);
+  const auto dp1 = testing::run_command(
+      "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ + "/d8b71082-pr6982-all " +
+      SC_BUILD_DIR + "/bin/shardcheck-replay " + at.string() + " 2>&1");
+  EXPECT_EQ(dp1.status, 0) << dp1.output;
+}
+
+// A case that needs a gathered checkpoint or the pinned memory of each copy cannot run against
+// the real code: the replay says so and exits 2, never 1 as if the finding
 // were present there.
 TEST_F(RealCode, ReplayingACaseTheRealCodeCannotRunExitsTwo) {
   const std::string regressions = std::string(SC_SOURCE_DIR) + "/tests/regressions/";
-  for (const char* name : {"f5_distopt_checkpoint_step.json",
-                           "f7_fully_reshardable_reads_past_bucket_padding.json",
+  for (const char* name : {"f7_fully_reshardable_reads_past_bucket_padding.json",
                            "hdo02_fp32_copies_lose_pinning.json"}) {
     const auto r = testing::run_command(
         "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ +

@@ -136,7 +136,13 @@ class FusedAdam(torch.optim.Optimizer):
         return (self.store_param_remainders and state_name == "master_param"
                 and param.dtype == torch.bfloat16)
 
+    # The states TE keeps, all fp32 here; TE looks a name up in this map before anything else,
+    # so any other entry of a param's state (a non-tensor flag, say) raises KeyError there.
+    STATE_NAMES = ("exp_avg", "exp_avg_sq", "master_param")
+
     def get_unscaled_state(self, param, state_name):
+        if state_name not in self.STATE_NAMES:
+            raise KeyError(state_name)
         state = self.state[param][state_name]
         expected = torch.int16 if self._keeps_remainder(param, state_name) else torch.float32
         assert state.dtype == expected

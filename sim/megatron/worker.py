@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import checkpoint  # noqa: E402
+import dist_checkpoint  # noqa: E402
 import devices  # noqa: E402
 import rank  # noqa: E402
 import observe  # noqa: E402
@@ -297,9 +298,26 @@ class Worker:
 
     def op_load(self, request):
         saved = self.checkpoints.get(request["checkpoint"])
-        if saved is None:
+        if saved is None or isinstance(saved, dist_checkpoint.Saved):
             raise KeyError(f"no checkpoint {request['checkpoint']}")
         checkpoint.load(self.rank(request), saved, request.get("map_to_host", False))
+
+    def op_save_distributed(self, request):
+        """Adds the rank's part to the distributed checkpoint of its DP group (dist_checkpoint.py),
+        made by the group's first save."""
+        saved = self.checkpoints.setdefault(request["checkpoint"], dist_checkpoint.Saved())
+        if not isinstance(saved, dist_checkpoint.Saved):
+            raise KeyError(f"checkpoint {request['checkpoint']} is not a distributed one")
+        dist_checkpoint.save(self.rank(request), saved)
+
+    def op_load_distributed(self, request):
+        saved = self.checkpoints.get(request["checkpoint"])
+        if not isinstance(saved, dist_checkpoint.Saved):
+            raise KeyError(f"no distributed checkpoint {request['checkpoint']}")
+        dist_checkpoint.load(self.rank(request), saved)
+
+    def op_add_non_tensor_state(self, request):
+        dist_checkpoint.add_non_tensor_state(self.rank(request), list(request["keys"]))
 
     def op_drop_checkpoint(self, request):
         self.checkpoints.pop(request["checkpoint"], None)

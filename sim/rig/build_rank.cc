@@ -61,6 +61,14 @@ uint64_t state_digest(const RankUnderTest& rank) {
   return h;
 }
 
+std::vector<Checkpoint> save_distributed(const std::vector<const RankUnderTest*>& group) {
+  std::vector<Checkpoint> out;
+  for (const RankUnderTest* r : group) {
+    out.push_back(r->save_distributed(out.empty() ? nullptr : &out.front()));
+  }
+  return out;
+}
+
 GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
                                  GatheredFormat format) {
   std::vector<const RankRig*> ranks;

@@ -20,13 +20,13 @@ const std::vector<CapabilityInfo>& all_capabilities() {
        "whether each non-blocking copy had pinned host memory", false,
        "the worker's device layer pins nothing, so no copy's pinned memory exists there"},
       {Capability::kDistributedCheckpoints, "distributed checkpoints",
-       "Megatron's sharded_state_dict load in the default fully_sharded_model_space format",
-       false,
-       "the Megatron worker does not serve dist_checkpointing's formats yet (it serves the "
-       "hybrid optimizer's own state_dict and load_state_dict)"},
+       "Megatron's resume from a distributed checkpoint: sharded_state_dict, in-place fill, "
+       "load_state_dict (the port in fully_sharded_model_space, the real code in "
+       "dp_reshardable, Megatron's default)",
+       true, ""},
       {Capability::kNonTensorState, "non-tensor optimizer state",
-       "non-tensor entries (`found_inf: bool`) put in the inner optimizer's per-param state",
-       false, "the Megatron worker has no request that injects optimizer state"},
+       "non-tensor entries (`found_inf: bool`) put in the inner optimizer's per-param state", true,
+       ""},
       {Capability::kGatheredCheckpoints, "gathered checkpoints",
        "a DP group saved and loaded in dp_zero_gather_scatter or fully_reshardable", false,
        "the Megatron worker builds one rank at a time and does not serve the gathered formats "

@@ -288,19 +288,27 @@ class MegatronRank final : public RankUnderTest {
     return Checkpoint{nullptr, std::move(ck)};
   }
   void load(const Checkpoint& ck, bool map_to_host) override {
-    if (!ck.real || ck.real->worker != worker_ || ck.real->generation != worker_->generation()) {
-      throw std::invalid_argument("load: a checkpoint this worker does not hold");
-    }
+    require_held(ck, "load");
     send({{"op", "load"}, {"checkpoint", ck.real->id}, {"map_to_host", map_to_host}});
   }
-  void load_distributed(const Checkpoint&) override {
-    not_served_by_real_code(Capability::kDistributedCheckpoints);
+  // The group's ranks write into one checkpoint of the worker, as into one directory.
+  Checkpoint save_distributed(const Checkpoint* group_so_far) const override {
+    if (group_so_far != nullptr) require_held(*group_so_far, "save_distributed");
+    auto ck = group_so_far != nullptr
+                  ? group_so_far->real
+                  : std::make_shared<RealCheckpoint>(worker_, worker_->next_handle());
+    worker_->request({{"op", "save_distributed"}, {"handle", handle_}, {"checkpoint", ck->id}});
+    return Checkpoint{nullptr, std::move(ck)};
+  }
+  void load_distributed(const Checkpoint& ck) override {
+    require_held(ck, "load_distributed");
+    send({{"op", "load_distributed"}, {"checkpoint", ck.real->id}});
   }
   void load_gathered(const GatheredCheckpoint&) override {
     not_served_by_real_code(Capability::kGatheredCheckpoints);
   }
-  void add_non_tensor_state(std::vector<std::string>) override {
-    not_served_by_real_code(Capability::kNonTensorState);
+  void add_non_tensor_state(std::vector<std::string> keys) override {
+    send({{"op", "add_non_tensor_state"}, {"keys", std::move(keys)}});
   }
   std::vector<std::string> stream_races() const override {
     return worker_->request({{"op", "stream_races"}, {"handle", handle_}})
@@ -322,6 +330,11 @@ class MegatronRank final : public RankUnderTest {
 
  private:
   // A request about this rank; what was observed before is stale after it.
+  void require_held(const Checkpoint& ck, const char* what) const {
+    if (!ck.real || ck.real->worker != worker_ || ck.real->generation != worker_->generation()) {
+      throw std::invalid_argument(std::string(what) + ": a checkpoint this worker does not hold");
+    }
+  }
   void send(json request) {
     observed_.reset();
     request["handle"] = handle_;

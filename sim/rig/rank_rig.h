@@ -69,6 +69,8 @@ class RankRig final : public RankUnderTest {
   // The state dict goes to `hdo.load_state_dict` directly; sharded_state_dict(is_loading=True)
   // runs load_state_dict(state_dict()), with the dummy step of an empty hybrid optimizer.
   void load(const Checkpoint& ck, bool map_to_host = false) override;
+  // The port keeps the distributed part in every save(), each rank its own.
+  Checkpoint save_distributed(const Checkpoint*) const override { return save(); }
   void load_distributed(const Checkpoint& ck) override;
   void load_gathered(const GatheredCheckpoint& ck) override;
   void add_non_tensor_state(std::vector<std::string> keys) override;

@@ -199,8 +199,17 @@ class RankUnderTest {
   // params, then `hdo.load_state_dict` with its hooks (hybrid optimizer only). `map_to_host`:
   // the state dict is read with torch.load(map_location="cpu"), every tensor on the host.
   virtual void load(const Checkpoint& ck, bool map_to_host = false) = 0;
-  // Loads `ck` the way Megatron's distributed checkpoint does with the default sharding type
-  // ("fully_sharded_model_space"). Any inner optimizer.
+  // This rank's part of a distributed checkpoint of its DP group: the model's and the optimizer's
+  // sharded state dicts as dist_checkpointing saves them, added to `group_so_far` (what the
+  // group's ranks before this one saved) or, when null, starting one. What Megatron raises while
+  // saving is kept and raised again by load_distributed. Any inner optimizer. See
+  // rig::save_distributed for a whole group.
+  virtual Checkpoint save_distributed(const Checkpoint* group_so_far) const = 0;
+  // Resumes this freshly built rank of the same case from `ck` (save_distributed) the way
+  // Megatron's load_checkpoint does: `sharded_state_dict(is_loading=True)`, the linked tensors
+  // filled in place, `load_state_dict`. The port follows the sharding type first read,
+  // "fully_sharded_model_space"; the real code saves and loads "dp_reshardable", Megatron's
+  // default (sim/megatron/dist_checkpoint.py).
   virtual void load_distributed(const Checkpoint& ck) = 0;
   // Loads a gathered checkpoint (save_gathered) the way the distributed checkpoint does for its
   // format.
@@ -250,6 +259,10 @@ double group_weight_decay(int group);
 // FNV-1a digest of every owned piece of `rank`'s model params, the optimizer's params and their
 // state (exp_avg, exp_avg_sq, step): equal digests mean bit-identical final states.
 uint64_t state_digest(const RankUnderTest& rank);
+
+// A distributed checkpoint of the DP group `group` (group[r] is DP rank r of one instance of one
+// case, every rank constructed, all of one target): what DP rank r loads is the r-th.
+std::vector<Checkpoint> save_distributed(const std::vector<const RankUnderTest*>& group);
 
 // Saves the DP group `group` (group[r] is DP rank r of one instance of one case, every rank
 // constructed, all of one target) in `format`. What Megatron raises while saving is kept and

@@ -32,7 +32,7 @@ Resume resume_after(int before, const model::CaseSpec& c, const char* variant) {
   for (int k = 0; k < before; ++k) a.step(test::one_grad_step(0.5f));
   Resume r;
   try {
-    z.load_distributed(a.save());
+    z.load_distributed(a.save_distributed(nullptr));
   } catch (const c10::Error& e) {
     r.error = e.msg();
     return r;
