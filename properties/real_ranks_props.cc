@@ -69,9 +69,11 @@ int64_t instance_ranks(const model::CaseSpec& spec, model::Instance inst) {
   return inst == model::Instance::kExpert ? spec.expert_dp : spec.dp;
 }
 
+// Every rank of `inst` on the three sides (without `emulated`, on the real ranks and the port
+// only), from `initial`.
 Sides build(const model::CaseSpec& spec, model::Instance inst, const sut::Behaviour& b,
             const rig::MegatronTarget& tree, rig::MegatronWorld& world,
-            const rig::ParamValues& initial) {
+            const rig::ParamValues& initial, bool emulated = true) {
   Sides s;
   s.inst = inst;
   s.ep = spec.dp / instance_ranks(spec, inst);
@@ -82,8 +84,10 @@ Sides build(const model::CaseSpec& spec, model::Instance inst, const sut::Behavi
                                          /*check_stream_order=*/false, /*training_loop=*/true);
   });
   for (int64_t r = 0; r < instance_ranks(spec, inst); ++r) {
-    s.emulated.push_back(
-        rig::build_rank(rig::Target{b, device(), tree, true}, spec, inst, r, initial));
+    if (emulated) {
+      s.emulated.push_back(
+          rig::build_rank(rig::Target{b, device(), tree, true}, spec, inst, r, initial));
+    }
     s.port.push_back(
         rig::build_rank(rig::Target{b, device(), std::nullopt, true}, spec, inst, r, initial));
   }
@@ -181,19 +185,39 @@ Difference holdings(const model::CaseSpec& spec, const std::vector<model::Buffer
   return full_params(spec, layouts, s);
 }
 
+// Each real rank's part of the step's grads, by world rank; nothing when a part does not fit
+// its dtype.
+std::optional<std::vector<Grads>> real_parts(const model::CaseSpec& spec,
+                                             const model::StepInputs& in, const Sides& s) {
+  std::vector<Grads> parts;
+  for (size_t g = 0; g < s.real.size(); ++g) {
+    auto part = rank_grads(spec, in.grads, s.rank_of(g), instance_ranks(spec, s.inst));
+    if (!part) {
+      RC_TAG("a grad part does not fit its dtype");
+      return std::nullopt;
+    }
+    parts.push_back(std::move(*part));
+  }
+  return parts;
+}
+
+// One training step of every real rank of `real`, each with its part, all at once.
+void step_real(rig::MegatronWorld& world, Ranks& real, const std::vector<Grads>& parts,
+               const model::StepInputs& in) {
+  world.on_every_rank([&](int g) {
+    auto& rank = *real[static_cast<size_t>(g)];
+    rank.zero_grad(/*set_to_none=*/true);
+    rank.backward(parts[static_cast<size_t>(g)]);
+    rank.step(in);
+  });
+}
+
 // One training step on every side; false when it cannot be compared (the emulation raised, or a
 // part of the grads does not fit its dtype).
 bool step_all(const model::CaseSpec& spec, const model::StepInputs& in, rig::MegatronWorld& world,
               Sides& s) {
-  std::vector<Grads> parts;
-  for (size_t g = 0; g < s.real.size(); ++g) {
-    auto part = rank_grads(spec, in.grads, s.rank_of(g), static_cast<int64_t>(s.emulated.size()));
-    if (!part) {
-      RC_TAG("a grad part does not fit its dtype");
-      return false;
-    }
-    parts.push_back(std::move(*part));
-  }
+  const auto parts = real_parts(spec, in, s);
+  if (!parts) return false;
   for (size_t r = 0; r < s.emulated.size(); ++r) {
     for (auto* side : {s.emulated[r].get(), s.port[r].get()}) {
       side->zero_grad(/*set_to_none=*/true);
@@ -205,13 +229,66 @@ bool step_all(const model::CaseSpec& spec, const model::StepInputs& in, rig::Meg
     }
     s.port[r]->step(in);
   }
-  world.on_every_rank([&](int g) {
-    auto& rank = *s.real[static_cast<size_t>(g)];
-    rank.zero_grad(/*set_to_none=*/true);
-    rank.backward(parts[static_cast<size_t>(g)]);
-    rank.step(in);
-  });
+  step_real(world, s.real, *parts, in);
   return true;
+}
+
+// One training step of the real ranks and the port; false when it cannot be compared (a part
+// of the grads does not fit its dtype, or the port's step raised).
+bool step_real_and_port(const model::CaseSpec& spec, const model::StepInputs& in,
+                        rig::MegatronWorld& world, Sides& s) {
+  const auto parts = real_parts(spec, in, s);
+  if (!parts) return false;
+  for (auto& rank : s.port) {
+    rank->zero_grad(/*set_to_none=*/true);
+    rank->backward(in.grads);
+    if (!step_outcome(*rank, in).empty()) {
+      RC_TAG("the port's step raised");
+      return false;
+    }
+  }
+  step_real(world, s.real, *parts, in);
+  return true;
+}
+
+// Saves the real ranks of `a` in the torch format and loads that into those of `z`; the port's
+// ranks the same through its "dp_zero_gather_scatter" checkpoint. What either raises.
+Difference save_and_load_dp_zero(rig::MegatronWorld& world, Sides& a, Sides& z) {
+  std::vector<rig::Checkpoint> ck(a.real.size());
+  try {
+    world.on_every_rank([&](int g) { ck[g] = rig::save_dp_zero(*a.real[g]); });
+    world.on_every_rank([&](int g) { rig::load_dp_zero(*z.real[g], ck[g]); });
+  } catch (const rig::MegatronWorldFailed& e) {
+    return std::string("real ranks, saving or loading the torch-format checkpoint: ") + e.what();
+  }
+  std::vector<const rig::RankUnderTest*> port;
+  for (const auto& rank : a.port) port.push_back(rank.get());
+  const std::string raised = raised_by([&] {
+    const rig::GatheredCheckpoint saved = rig::save_gathered(port, rig::GatheredFormat::kDpZero);
+    for (auto& rank : z.port) rank->load_gathered(saved);
+  });
+  if (!raised.empty()) return "the port's dp_zero_gather_scatter save or load raised: " + raised;
+  return std::nullopt;
+}
+
+// Every resumed real rank of `z` against the same rank of `a`, never interrupted (model values
+// included: both hold the gathered parameters), and each resumed port rank against its real rank.
+Difference resumed_difference(const Sides& a, const Sides& z) {
+  for (size_t g = 0; g < z.real.size(); ++g) {
+    if (auto d = holding_difference(*a.real[g], *z.real[g])) {
+      return z.name(g) +
+             ", real ranks never interrupted (\"port\" below) vs resumed (\"real "
+             "code\" below): " +
+             *d;
+    }
+  }
+  for (size_t r = 0; r < z.port.size(); ++r) {
+    const size_t g = r * static_cast<size_t>(z.ep);
+    if (auto d = holding_difference(*z.port[r], *z.real[g], /*with_model_values=*/false)) {
+      return z.name(g) + ", resumed, port vs real ranks: " + *d;
+    }
+  }
+  return std::nullopt;
 }
 
 bool any_construction_error(const Sides& s) {
@@ -253,6 +330,43 @@ void run_real_ranks(const model::CaseSpec& spec, const gen::Schedule& schedule,
     if (d) {
       RC_LOG() << "dp " << spec.dp << ", expert dp " << spec.expert_dp << ", variant "
                << behaviour.name << ": " << *d << "\n";
+    }
+    RC_ASSERT(!d);
+  }
+}
+
+void run_real_ranks_dp_zero_resume(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                                   size_t split, const sut::Behaviour& behaviour,
+                                   const rig::MegatronTarget& tree) {
+  RC_PRE(real_ranks_world(spec));
+  RC_PRE(split >= 1 && split < schedule.steps.size());
+  tag_coverage(spec);
+  rig::MegatronWorld& world = rig::MegatronWorld::of(tree, static_cast<int>(spec.dp));
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (!model::instance_present(spec, inst)) continue;
+    Sides a = build(spec, inst, behaviour, tree, world, rig::initial_values(spec, 2024), false);
+    // Construction and refused steps are the other properties' business.
+    RC_PRE(!any_construction_error(a));
+    std::vector<model::StepInputs> in;
+    for (const auto& step : schedule.steps) {
+      in.push_back(model::as_backward_delivers(spec, gen::materialise(spec, step)));
+    }
+    for (size_t k = 0; k < split; ++k) RC_PRE(step_real_and_port(spec, in[k], world, a));
+    Sides z = build(spec, inst, behaviour, tree, world, rig::initial_values(spec, 4048), false);
+    Difference d = save_and_load_dp_zero(world, a, z);
+    if (!d) d = resumed_difference(a, z);
+    if (d) *d = "right after the load: " + *d;
+    for (size_t k = split; !d && k < in.size(); ++k) {
+      if (!step_real_and_port(spec, in[k], world, a) ||
+          !step_real_and_port(spec, in[k], world, z)) {
+        break;
+      }
+      d = resumed_difference(a, z);
+      if (d) *d = "after step " + std::to_string(k + 1) + ": " + *d;
+    }
+    if (d) {
+      RC_LOG() << "dp " << spec.dp << ", expert dp " << spec.expert_dp << ", saved after step "
+               << split << ", variant " << behaviour.name << ": " << *d << "\n";
     }
     RC_ASSERT(!d);
   }

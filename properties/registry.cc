@@ -544,7 +544,25 @@ std::vector<Property> real_code_properties() {
   ranks.not_on_real_code =
       "it runs the real code itself whatever the system under test, on real ranks beside its "
       "one-process emulation and the port";
-  return {diff, ranks};
+  Property resume = replayable(
+      "RealRanks.TorchFormatResumeEqualsNoInterruption",
+      "real code on one worker process per DP rank: the group steps, saves Megatron's `torch` "
+      "format (each rank's `state_dict()`, the param state gathered on DP rank 0 over Gloo) and "
+      "a fresh group loads it as `load_checkpoint` does (weights, `load_state_dict`, "
+      "`load_parameter_state_from_dp_zero`); nothing raises, and right after the load and after "
+      "every later step each rank holds what it holds never interrupted, bit for bit, and the "
+      "port resumed from `dp_zero_gather_scatter` holds the same; torch AdamW and "
+      "precision-aware FusedAdam (the hybrid optimizer is not drawn while F14 has no fix)",
+      {"patched-F9", "DS-07"}, gen::real_ranks_resume_case,
+      [](const CaseInputs& in, const sut::Behaviour& b) {
+        const auto tree = megatron_tree();
+        if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");
+        run_real_ranks_dp_zero_resume(in.c, in.schedule, in.split, b, *tree);
+      },
+      {"split"});
+  resume.target = Target::kPortVsRealCode;
+  resume.not_on_real_code = ranks.not_on_real_code;
+  return {diff, ranks, resume};
 }
 
 std::string killed_by(const Property& p) {

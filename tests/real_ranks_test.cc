@@ -87,7 +87,7 @@ TEST_F(RealRanks, EachCollectivePatchFailsTheRealRanksProperty) {
     const auto r = testing::run_command(
         "PYTHONWARNINGS=ignore SC_VARIANT=pr6982 SC_TRANSFORMER_ENGINE=off SC_MEGATRON_TREE=" +
         copy + " RC_PARAMS='max_success=20 seed=7' " + SC_BUILD_DIR +
-        "/properties/sc_properties --gtest_filter=RealRanks.* 2>&1");
+        "/properties/sc_properties --gtest_filter=RealRanks.MultiProcess* 2>&1");
     EXPECT_NE(r.status, 0) << patch << " survives\n" << r.output;
     EXPECT_NE(r.output.find(words), std::string::npos) << patch << "\n" << r.output;
     fs::remove_all(copy);
@@ -163,6 +163,45 @@ TEST_F(RealRanks, ARendezvousOnABusyPortIsTriedAgainOnAFreshOne) {
   EXPECT_EQ(stand_ins.find("no_sync()"), std::string::npos) << stand_ins;
   EXPECT_EQ(stand_ins.find("are stubbed"), std::string::npos) << stand_ins;
   build(*world, two_rank_case());  // the world serves
+}
+
+// `case_file` of tests/real_ranks/ (a RealRanks.TorchFormatResumeEqualsNoInterruption case)
+// replayed against tree `name` of the trees made from the snapshot.
+testing::CommandResult replay_on(const std::string& case_file, const std::string& name) {
+  return testing::run_command(
+      "PYTHONWARNINGS=ignore SC_MEGATRON_TREE=" + std::string(SC_MEGATRON_TREES) + "/" + name +
+      " " + SC_BUILD_DIR + "/bin/shardcheck-replay " + SC_SOURCE_DIR + "/tests/real_ranks/" +
+      case_file + " 2>&1");
+}
+
+// F9 through the torch format on real ranks: precision-aware bf16 with remainders saved as if
+// they were the master; the load asserts on the tree with the seed fix alone, and resumes bit
+// for bit once F9's patch is in.
+TEST_F(RealRanks, TheTorchFormatResumeFailsOnF9AndHoldsWithItsPatch) {
+  const auto bad = replay_on("f9-dp-zero-remainders-as-master.json", "d8b71082-pr6982");
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("saving or loading the torch-format checkpoint: rank 0: "
+                            "AssertionError"),
+            std::string::npos)
+      << bad.output;
+  const auto fixed = replay_on("f9-dp-zero-remainders-as-master.json", "d8b71082-pr6982-F9");
+  EXPECT_EQ(fixed.status, 0) << fixed.output;
+}
+
+// F14: the hybrid optimizer's load on a fresh rank runs a dummy step whose copy-back writes the
+// pre-load host copy, stepped once with random grads, over the weights just loaded. On the tree
+// with every finding's patch the resumed model piece differs right after the load (fraction 1:
+// near the fresh rank's own initial value, -0.33, the last bits random);
+// tests/real_ranks/f14-*.json is the drawn case, shrunk.
+TEST_F(RealRanks, TheTorchFormatResumeFindsF14WithTheHybridOptimizer) {
+  const auto r =
+      replay_on("f14-hdo-load-overwrites-the-loaded-weights.json", "d8b71082-pr6982-all");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("right after the load: dense rank 0, real ranks never interrupted "
+                          "(\"port\" below) vs resumed (\"real code\" below): entry (0, 0) model "
+                          "piece[0]: port 0.244140625, real code -0.3"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {

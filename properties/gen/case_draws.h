@@ -36,5 +36,8 @@ props::CaseInputs gathered_case();
 std::function<props::CaseInputs()> offloaded_steps(int steps);
 // A case for real ranks (props::real_ranks_world): dp 2 or 4, EP 1, 2 or dp, up to three steps.
 props::CaseInputs real_ranks_case();
+// A real-ranks case without the hybrid optimizer (finding F14), with at least two steps and a
+// split among them.
+props::CaseInputs real_ranks_resume_case();
 
 }  // namespace sc::gen

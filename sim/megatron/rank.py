@@ -338,7 +338,8 @@ class Rank:
             self.dist = self.megatron._get_megatron_optimizer_based_on_param_groups(
                 self._optimizer_config(), self.model_chunks, self._param_groups(weight_decays),
                 per_model_buffers=self.per_model_buffers, data_parallel_group=self.group,
-                data_parallel_group_gloo=None, data_parallel_group_idx=0,
+                data_parallel_group_gloo=self.group if self.world is not None else None,
+                data_parallel_group_idx=0,
                 intra_dist_opt_group=self.group, distributed_optimizer_instance_id=0,
                 pg_collection=self.pg_collection)
             self.built = self.dist

@@ -663,7 +663,8 @@ def check_training_construction(worker):
 def check_training_backward(worker):
     """Autograd through DDP's hooks delivers G into main_grad, bit for bit, leaves param.grad
     None; zero_grad then backward gives G2; two backwards without it add up in the main_grad's
-    dtype. A plain rank refuses backward and main_grads_from_backward."""
+    dtype. A plain rank refuses backward and main_grads_from_backward, and a one-process worker
+    the torch format."""
     for spec in TRAINING_CASES:
         g1, g2 = values_of(spec, 5), values_of(spec, 9)
         for instance, rank in INSTANCES:
@@ -690,6 +691,9 @@ def check_training_backward(worker):
     refused = worker("step", handle=103, grads=values_of(spec, 5), hyper=hyper(1e-2, 0.1, 2),
                      main_grads_from_backward=True)
     assert not refused["ok"] and '"training": true' in refused["error"], refused
+    # The torch format gathers over the DP group: a one-process worker refuses it by name.
+    refused = worker("save_dp_zero", handle=103, checkpoint=7)
+    assert not refused["ok"] and "served on real ranks only" in refused["error"], refused
     assert worker("drop", handle=103)["ok"]
 
 

@@ -21,6 +21,7 @@ import torch  # noqa: E402
 
 import checkpoint  # noqa: E402
 import dist_checkpoint  # noqa: E402
+import dp_zero  # noqa: E402
 import devices  # noqa: E402
 import rank  # noqa: E402
 import observe  # noqa: E402
@@ -298,7 +299,7 @@ class Worker:
 
     def op_load(self, request):
         saved = self.checkpoints.get(request["checkpoint"])
-        if saved is None or isinstance(saved, dist_checkpoint.Saved):
+        if saved is None or isinstance(saved, (dist_checkpoint.Saved, dp_zero.Saved)):
             raise KeyError(f"no checkpoint {request['checkpoint']}")
         checkpoint.load(self.rank(request), saved, request.get("map_to_host", False))
 
@@ -315,6 +316,16 @@ class Worker:
         if not isinstance(saved, dist_checkpoint.Saved):
             raise KeyError(f"no distributed checkpoint {request['checkpoint']}")
         dist_checkpoint.load(self.rank(request), saved)
+
+    def op_save_dp_zero(self, request):
+        """This real rank's part of its DP group's torch-format checkpoint (dp_zero.py)."""
+        self.checkpoints[request["checkpoint"]] = dp_zero.save(self.rank(request))
+
+    def op_load_dp_zero(self, request):
+        saved = self.checkpoints.get(request["checkpoint"])
+        if not isinstance(saved, dp_zero.Saved):
+            raise KeyError(f"no torch-format checkpoint {request['checkpoint']}")
+        dp_zero.load(self.rank(request), saved)
 
     def op_add_non_tensor_state(self, request):
         dist_checkpoint.add_non_tensor_state(self.rank(request), list(request["keys"]))

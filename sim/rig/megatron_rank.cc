@@ -319,6 +319,16 @@ class MegatronRank final : public RankUnderTest {
     not_served_by_real_code(Capability::kPinnedCopyRecords);
   }
 
+  Checkpoint save_dp_zero() const {
+    auto ck = std::make_shared<RealCheckpoint>(worker_, worker_->next_handle());
+    worker_->request({{"op", "save_dp_zero"}, {"handle", handle_}, {"checkpoint", ck->id}});
+    return Checkpoint{nullptr, std::move(ck)};
+  }
+  void load_dp_zero(const Checkpoint& ck) {
+    require_held(ck, "load_dp_zero");
+    send({{"op", "load_dp_zero"}, {"checkpoint", ck.real->id}});
+  }
+
   MegatronStepTimes time_steps(int steps) {
     const json r = worker_->request({{"op", "time_steps"}, {"handle", handle_}, {"steps", steps}});
     observed_.reset();
@@ -388,10 +398,24 @@ json case_request(const model::CaseSpec& spec) {
           {"transformer_engine", spec.transformer_engine}};
 }
 
-MegatronStepTimes time_megatron_steps(RankUnderTest& rank, int steps) {
+namespace {
+
+MegatronRank& megatron_rank(RankUnderTest& rank) {
   auto* megatron = dynamic_cast<MegatronRank*>(&rank);
   if (megatron == nullptr) throw std::invalid_argument("not a rank of the megatron target");
-  return megatron->time_steps(steps);
+  return *megatron;
+}
+
+}  // namespace
+
+MegatronStepTimes time_megatron_steps(RankUnderTest& rank, int steps) {
+  return megatron_rank(rank).time_steps(steps);
+}
+
+Checkpoint save_dp_zero(RankUnderTest& rank) { return megatron_rank(rank).save_dp_zero(); }
+
+void load_dp_zero(RankUnderTest& rank, const Checkpoint& ck) {
+  megatron_rank(rank).load_dp_zero(ck);
 }
 
 std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,

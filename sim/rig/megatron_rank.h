@@ -52,6 +52,16 @@ struct MegatronStepTimes {
 };
 MegatronStepTimes time_megatron_steps(RankUnderTest& rank, int steps);
 
+// Megatron's `torch`-format checkpoint of the DistributedOptimizer ("dp_zero_gather_scatter"),
+// for real ranks only (make_megatron_rank in a world's worker): save_dp_zero keeps the rank's
+// model weights and `state_dict()`, and gathers the param state on DP rank 0; load_dp_zero loads
+// into a freshly built rank of the same case, as `load_checkpoint` does: the weights, then
+// `load_state_dict`, then `load_parameter_state_from_dp_zero`, scattered from DP rank 0. Both are
+// collectives, which every rank of the world joins at once (MegatronWorld::on_every_rank); a save
+// that raised raises again on load. std::invalid_argument for a rank of another target.
+Checkpoint save_dp_zero(RankUnderTest& rank);
+void load_dp_zero(RankUnderTest& rank, const Checkpoint& ck);
+
 // The build request's "case" object (docs/megatron-worker.md).
 nlohmann::json case_request(const model::CaseSpec& spec);
 
