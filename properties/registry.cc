@@ -551,9 +551,9 @@ std::vector<Property> real_code_properties() {
       "a fresh group loads it as `load_checkpoint` does (weights, `load_state_dict`, "
       "`load_parameter_state_from_dp_zero`); nothing raises, and right after the load and after "
       "every later step each rank holds what it holds never interrupted, bit for bit, and the "
-      "port resumed from `dp_zero_gather_scatter` holds the same; torch AdamW and "
-      "precision-aware FusedAdam (the hybrid optimizer is not drawn while F14 has no fix)",
-      {"patched-F9", "DS-07"}, gen::real_ranks_resume_case,
+      "port resumed from `dp_zero_gather_scatter` holds the same; torch AdamW, "
+      "precision-aware FusedAdam and the precision-aware hybrid optimizer",
+      {"patched-F8", "patched-F9", "DS-07"}, gen::real_ranks_resume_case,
       [](const CaseInputs& in, const sut::Behaviour& b) {
         const auto tree = megatron_tree();
         if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");

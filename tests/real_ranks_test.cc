@@ -167,11 +167,12 @@ TEST_F(RealRanks, ARendezvousOnABusyPortIsTriedAgainOnAFreshOne) {
 
 // `case_file` of tests/real_ranks/ (a RealRanks.TorchFormatResumeEqualsNoInterruption case)
 // replayed against tree `name` of the trees made from the snapshot.
-testing::CommandResult replay_on(const std::string& case_file, const std::string& name) {
+testing::CommandResult replay_on(const std::string& case_file, const std::string& name,
+                                 const std::string& options = "") {
   return testing::run_command(
       "PYTHONWARNINGS=ignore SC_MEGATRON_TREE=" + std::string(SC_MEGATRON_TREES) + "/" + name +
-      " " + SC_BUILD_DIR + "/bin/shardcheck-replay " + SC_SOURCE_DIR + "/tests/real_ranks/" +
-      case_file + " 2>&1");
+      " " + SC_BUILD_DIR + "/bin/shardcheck-replay " + options + " " + SC_SOURCE_DIR +
+      "/tests/real_ranks/" + case_file + " 2>&1");
 }
 
 // F9 through the torch format on real ranks: precision-aware bf16 with remainders saved as if
@@ -188,20 +189,49 @@ TEST_F(RealRanks, TheTorchFormatResumeFailsOnF9AndHoldsWithItsPatch) {
   EXPECT_EQ(fixed.status, 0) << fixed.output;
 }
 
-// F14: the hybrid optimizer's load on a fresh rank runs a dummy step whose copy-back writes the
-// pre-load host copy, stepped once with random grads, over the weights just loaded. On the tree
-// with every finding's patch the resumed model piece differs right after the load (fraction 1:
-// near the fresh rank's own initial value, -0.33, the last bits random);
-// tests/real_ranks/f14-*.json is the drawn case, shrunk.
-TEST_F(RealRanks, TheTorchFormatResumeFindsF14WithTheHybridOptimizer) {
-  const auto r =
-      replay_on("f14-hdo-load-overwrites-the-loaded-weights.json", "d8b71082-pr6982-all");
+// The tree with every finding's patch but `finding`'s, made beside the others from the -all tree
+// with that patch taken out again; its name under SC_MEGATRON_TREES.
+std::string every_patch_but(const std::string& finding) {
+  const std::string name = "d8b71082-pr6982-all-but-" + finding;
+  const std::string trees = SC_MEGATRON_TREES;
+  const auto r = testing::run_command("cd " + trees + " && rm -rf " + name +
+                                      " && cp -r d8b71082-pr6982-all " + name + " && cd " + name +
+                                      " && GIT_CEILING_DIRECTORIES=" + trees + " git apply -R " +
+                                      SC_SOURCE_DIR + "/patches/" + finding + "-*.patch 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  return name;
+}
+
+// A finding the torch-format resume found on real ranks with the hybrid optimizer: its case
+// (drawn, shrunk) fails on the tree with every patch but the finding's, saying `failure`, and
+// holds on the tree with every patch and the fully patched port.
+void expect_found_and_fixed(const std::string& case_file, const std::string& finding,
+                            const std::string& failure) {
+  const auto r = replay_on(case_file, every_patch_but(finding));
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("right after the load: dense rank 0, real ranks never interrupted "
-                          "(\"port\" below) vs resumed (\"real code\" below): entry (0, 0) model "
-                          "piece[0]: port 0.244140625, real code -0.3"),
-            std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find(failure), std::string::npos) << r.output;
+  const auto fixed = replay_on(case_file, "d8b71082-pr6982-all", "--variant=patched");
+  EXPECT_EQ(fixed.status, 0) << fixed.output;
+}
+
+// F8: the torch format's loader leaves the hybrid optimizer's sub-optimizers on the master they
+// had (a fresh rank's, -0.33) where 0.244 was saved; the port beside it lacks F8's fix too.
+TEST_F(RealRanks, TheTorchFormatResumeFindsF8AndHoldsWithItsPatch) {
+  expect_found_and_fixed("f8-dp-zero-load-skips-hdo-sync.json", "F8",
+                         "right after the load: dense rank 0, real ranks never interrupted "
+                         "(\"port\" below) vs resumed (\"real code\" below): entry (0, 0) "
+                         "optimizer piece[0]: port 0.244117185, real code -0.330078125");
+}
+
+// F14: the hybrid optimizer's load on a fresh rank runs a dummy step whose copy-back writes the
+// pre-load host copy, stepped once with random grads, over the weights just loaded: the resumed
+// model piece differs right after the load (fraction 1: near the fresh rank's own initial
+// value, -0.33, the last bits random).
+TEST_F(RealRanks, TheTorchFormatResumeFindsF14AndHoldsWithItsPatch) {
+  expect_found_and_fixed("f14-hdo-load-overwrites-the-loaded-weights.json", "F14",
+                         "right after the load: dense rank 0, real ranks never interrupted "
+                         "(\"port\" below) vs resumed (\"real code\" below): entry (0, 0) "
+                         "model piece[0]: port 0.244140625, real code -0.3");
 }
 
 TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {

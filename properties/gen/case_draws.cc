@@ -89,9 +89,8 @@ props::CaseInputs real_ranks_case() {
 
 props::CaseInputs real_ranks_resume_case() {
   props::CaseInputs in = real_ranks_case();
-  // Not the hybrid optimizer, until finding F14 has a fix: its load overwrites the loaded
-  // weights on every tree (FINDINGS.md; tests/real_ranks/f14-*.json replays such a case).
-  in.c.cpu_offload = false;
+  // As for the gathered formats: the hybrid optimizer only precision-aware (FINDINGS.md, F8).
+  if (in.c.cpu_offload) in.c.precision_aware = true;
   RC_PRE(in.schedule.steps.size() >= 2);
   in.split = *rc::gen::inRange<size_t>(1, in.schedule.steps.size());
   return in;
