@@ -281,13 +281,19 @@ TEST(Layering, APropertyReachingPastTheSeamFails) {
   fs::remove_all(copy);
 }
 
-// Files of sim/ and properties/ longer than kMaxLines: a file that long holds more than one
-// thing, and is split where its parts meet (docs/architecture.md).
+// Files of sim/ and properties/ (C++ and the worker's Python) longer than kMaxLines: a file that
+// long holds more than one thing, and is split where its parts meet (docs/architecture.md).
 constexpr int kMaxLines = 700;
 
 std::vector<std::string> long_files(const fs::path& root) {
   std::vector<std::string> out;
-  for (const std::string& rel : sources(root)) {
+  std::vector<std::string> files = sources(root);
+  for (const auto& entry : fs::recursive_directory_iterator(root / "sim")) {
+    if (entry.is_regular_file() && entry.path().extension() == ".py") {
+      files.push_back(fs::relative(entry.path(), root).generic_string());
+    }
+  }
+  for (const std::string& rel : files) {
     if (rel.rfind("sim/", 0) != 0 && rel.rfind("properties/", 0) != 0) continue;
     std::ifstream in(root / rel);
     int lines = 0;
@@ -308,10 +314,15 @@ TEST(Layering, NoFileOfSimOrPropertiesIsOverTheLimit) {
 TEST(Layering, AFileGrownPastTheLimitFails) {
   const fs::path copy = copy_of_tree("long_file");
   ASSERT_TRUE(long_files(copy).empty());
-  for (int i = 0; i <= kMaxLines; ++i) append_line(copy / "sim/app/cli.cc", "// filler");
+  fs::create_directories(copy / "sim/megatron");  // the copy holds the C++ sources only
+  for (int i = 0; i <= kMaxLines; ++i) {
+    append_line(copy / "sim/app/cli.cc", "// filler");
+    append_line(copy / "sim/megatron/worker.py", "# filler");
+  }
   const std::vector<std::string> over = long_files(copy);
-  ASSERT_EQ(over.size(), 1u) << joined(over);
+  ASSERT_EQ(over.size(), 2u) << joined(over);
   EXPECT_EQ(over[0].rfind("sim/app/cli.cc has ", 0), 0u) << over[0];
+  EXPECT_EQ(over[1].rfind("sim/megatron/worker.py has ", 0), 0u) << over[1];
   fs::remove_all(copy);
 }
 
