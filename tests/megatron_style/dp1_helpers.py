@@ -1,7 +1,7 @@
 """A DistributedOptimizer at data-parallel size 1, for the checkpoint tests of this folder
-(test_f5, test_f7, test_f8, test_f9): one-rank process groups, the parts of a
+(test_f5, test_f7, test_f8, test_f9, test_f14): one-rank process groups, the parts of a
 DistributedDataParallel model chunk the optimizer reads, the optimizer built by Megatron's
-factory, and a step. Copy it with those tests.
+factory, the hybrid optimizer's config, and a step. Copy it with those tests.
 """
 
 import importlib.util
@@ -17,7 +17,7 @@ from megatron.core.distributed.param_and_grad_buffer import (
     group_params_for_buffers,
     partition_buckets,
 )
-from megatron.core.optimizer import _get_megatron_optimizer_based_on_param_groups
+from megatron.core.optimizer import OptimizerConfig, _get_megatron_optimizer_based_on_param_groups
 from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 from megatron.core.process_groups_config import ProcessGroupCollection
 
@@ -87,6 +87,21 @@ def bf16_params(shapes):
         torch.nn.Parameter(torch.full(shape, 0.5, dtype=torch.bfloat16, device="cuda"))
         for shape in shapes
     ]
+
+
+def offload_config(offload_fraction, lr=1e-3):
+    """--optimizer-cpu-offload for a bf16 model: the hybrid optimizer, precision-aware (as that
+    flag requires), without overlapping its host copies."""
+    return OptimizerConfig(
+        optimizer="adam",
+        lr=lr,
+        bf16=True,
+        use_distributed_optimizer=True,
+        use_precision_aware_optimizer=True,
+        optimizer_cpu_offload=True,
+        optimizer_offload_fraction=offload_fraction,
+        overlap_cpu_optimizer_d2h_h2d=False,
+    )
 
 
 def distributed_optimizer(config, params, ddp_config=None):

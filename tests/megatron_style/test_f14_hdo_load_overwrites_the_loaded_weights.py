@@ -14,9 +14,7 @@ import copy
 import pytest
 import torch
 
-from megatron.core.optimizer import OptimizerConfig
-
-from dp1_helpers import bf16_params, distributed_optimizer, step
+from dp1_helpers import bf16_params, distributed_optimizer, offload_config, step
 
 SHAPES = [(4,), (2, 3)]
 GRADS = [[1.0, -2.0, 0.5, 0.25], [-0.5, 1.0, 0.75, -1.0, 0.25, 2.0]]
@@ -30,17 +28,7 @@ def _distributed_optimizer(offload_fraction):
     """A bf16 model's DistributedOptimizer over the hybrid optimizer (precision-aware, as
     --optimizer-cpu-offload requires), built by the optimizer factory."""
     params = bf16_params(SHAPES)
-    config = OptimizerConfig(
-        optimizer="adam",
-        lr=LR,
-        bf16=True,
-        use_distributed_optimizer=True,
-        use_precision_aware_optimizer=True,
-        optimizer_cpu_offload=True,
-        optimizer_offload_fraction=offload_fraction,
-        overlap_cpu_optimizer_d2h_h2d=False,
-    )
-    return distributed_optimizer(config, params)[0], params
+    return distributed_optimizer(offload_config(offload_fraction, lr=LR), params)[0], params
 
 
 def _assert_weights(params, want, when):

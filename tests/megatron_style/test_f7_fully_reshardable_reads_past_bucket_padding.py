@@ -24,7 +24,8 @@ from megatron.core.distributed.distributed_data_parallel_config import (
 )
 from megatron.core.optimizer import OptimizerConfig
 
-from dp1_helpers import bf16_params, distributed_optimizer, skip_without_torch_dist_writer, step
+from dp1_helpers import (bf16_params, distributed_optimizer, offload_config,
+                         skip_without_torch_dist_writer, step)
 
 try:
     from transformer_engine.pytorch.optimizers import FusedAdam  # noqa: F401
@@ -44,17 +45,7 @@ STORAGES = ["torch_dist", "in_memory"]
 
 def _optimizer_config(inner):
     if inner == "hybrid":
-        # --optimizer-cpu-offload, which requires the precision-aware optimizer.
-        return OptimizerConfig(
-            optimizer="adam",
-            lr=1e-3,
-            bf16=True,
-            use_distributed_optimizer=True,
-            use_precision_aware_optimizer=True,
-            optimizer_cpu_offload=True,
-            optimizer_offload_fraction=1.0,
-            overlap_cpu_optimizer_d2h_h2d=False,
-        )
+        return offload_config(1.0)
     return OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True, use_distributed_optimizer=True)
 
 
