@@ -96,13 +96,22 @@ void register_property_benchmarks() {
   }
   if (!tree) return;
   // The properties that run the port and the real code side by side (one process, or one
-  // worker per DP rank beside the one-process emulation and the port), under the variant of the
-  // tree scripts/bench unpacks: the seed fix alone.
+  // worker per DP rank beside the one-process emulation and the port): on the tree with every
+  // fix under `patched` where SC_MEGATRON_FIXED_TREE names it (the torch-format resume fails on
+  // F8 and F9 with the seed fix alone), else on the seed fix under `pr6982`. They read their
+  // tree from SC_MEGATRON_TREE, set for the run.
+  const bool every_fix = fixed != nullptr && *fixed != '\0';
+  const std::string pair_tree = every_fix ? fixed : tree->tree;
+  const std::string pair_variant = every_fix ? "patched" : "pr6982";
   for (const props::Property& def : props::all_properties()) {
     if (def.target != props::Target::kPortVsRealCode) continue;
     register_once("BM_PropertyThroughput/numerical/pair/" + def.name,
-                  [&def](benchmark::State& state) {
-                    run_property_once(state, def, *sut::behaviour_by_name("pr6982"), std::nullopt);
+                  [&def, pair_tree, pair_variant](benchmark::State& state) {
+                    const std::string before = props::megatron_tree()->tree;
+                    setenv("SC_MEGATRON_TREE", pair_tree.c_str(), 1);
+                    run_property_once(state, def, *sut::behaviour_by_name(pair_variant),
+                                      std::nullopt);
+                    setenv("SC_MEGATRON_TREE", before.c_str(), 1);
                   });
   }
 #endif
