@@ -102,16 +102,14 @@ void register_property_benchmarks() {
   // tree from SC_MEGATRON_TREE, set for the run.
   const bool every_fix = fixed != nullptr && *fixed != '\0';
   const std::string pair_tree = every_fix ? fixed : tree->tree;
-  const std::string pair_variant = every_fix ? "patched" : "pr6982";
+  const sut::Behaviour pair_variant = *sut::behaviour_by_name(every_fix ? "patched" : "pr6982");
   for (const props::Property& def : props::all_properties()) {
     if (def.target != props::Target::kPortVsRealCode) continue;
     register_once("BM_PropertyThroughput/numerical/pair/" + def.name,
-                  [&def, pair_tree, pair_variant](benchmark::State& state) {
-                    const std::string before = props::megatron_tree()->tree;
+                  [&def, pair_tree, pair_variant, seed_fix = tree->tree](benchmark::State& state) {
                     setenv("SC_MEGATRON_TREE", pair_tree.c_str(), 1);
-                    run_property_once(state, def, *sut::behaviour_by_name(pair_variant),
-                                      std::nullopt);
-                    setenv("SC_MEGATRON_TREE", before.c_str(), 1);
+                    run_property_once(state, def, pair_variant, std::nullopt);
+                    setenv("SC_MEGATRON_TREE", seed_fix.c_str(), 1);
                   });
   }
 #endif
