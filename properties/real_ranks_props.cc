@@ -2,9 +2,12 @@
 
 #include <rapidcheck.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -251,23 +254,70 @@ bool step_real_and_port(const model::CaseSpec& spec, const model::StepInputs& in
   return true;
 }
 
-// Saves the real ranks of `a` in the torch format and loads that into those of `z`; the port's
-// ranks the same through its "dp_zero_gather_scatter" checkpoint. What either raises.
-Difference save_and_load_dp_zero(rig::MegatronWorld& world, Sides& a, Sides& z) {
-  std::vector<rig::Checkpoint> ck(a.real.size());
-  try {
+// A directory the real ranks' sharded checkpoint lives in, removed with it.
+class CheckpointDirectory {
+ public:
+  CheckpointDirectory() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "shardcheck-ckpt.XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("cannot make a checkpoint directory under " +
+                               std::filesystem::temp_directory_path().string());
+    }
+    path_ = pattern;
+  }
+  ~CheckpointDirectory() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  CheckpointDirectory(const CheckpointDirectory&) = delete;
+  CheckpointDirectory& operator=(const CheckpointDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The real ranks of `a` save in `format` (kDpZero: the torch format; kFullyReshardable: the
+// sharded torch_dist checkpoint with that optimizer sharding) and those of `z` load it.
+void save_and_load_real(rig::MegatronWorld& world, Sides& a, Sides& z, rig::GatheredFormat format) {
+  if (format == rig::GatheredFormat::kDpZero) {
+    std::vector<rig::Checkpoint> ck(a.real.size());
     world.on_every_rank([&](int g) { ck[g] = rig::save_dp_zero(*a.real[g]); });
     world.on_every_rank([&](int g) { rig::load_dp_zero(*z.real[g], ck[g]); });
+    return;
+  }
+  const CheckpointDirectory dir;
+  world.on_every_rank(
+      [&](int g) { rig::save_sharded(*a.real[g], dir.path(), "fully_reshardable"); });
+  world.on_every_rank([&](int g) { rig::load_sharded(*z.real[g], dir.path()); });
+}
+
+// What the real ranks save for `format`.
+std::string real_format_name(rig::GatheredFormat format) {
+  return format == rig::GatheredFormat::kDpZero ? "the torch-format checkpoint"
+                                                : "the fully_reshardable torch_dist checkpoint";
+}
+
+// Saves the real ranks of `a` in `format` and loads that into those of `z`; the port's ranks the
+// same through its gathered checkpoint of `format`. What either raises.
+Difference save_and_load(rig::MegatronWorld& world, Sides& a, Sides& z,
+                         rig::GatheredFormat format) {
+  try {
+    save_and_load_real(world, a, z, format);
   } catch (const rig::MegatronWorldFailed& e) {
-    return std::string("real ranks, saving or loading the torch-format checkpoint: ") + e.what();
+    return "real ranks, saving or loading " + real_format_name(format) + ": " + e.what();
   }
   std::vector<const rig::RankUnderTest*> port;
   for (const auto& rank : a.port) port.push_back(rank.get());
   const std::string raised = raised_by([&] {
-    const rig::GatheredCheckpoint saved = rig::save_gathered(port, rig::GatheredFormat::kDpZero);
+    const rig::GatheredCheckpoint saved = rig::save_gathered(port, format);
     for (auto& rank : z.port) rank->load_gathered(saved);
   });
-  if (!raised.empty()) return "the port's dp_zero_gather_scatter save or load raised: " + raised;
+  if (!raised.empty()) {
+    return std::string("the port's ") + rig::format_name(format) +
+           " save or load raised: " + raised;
+  }
   return std::nullopt;
 }
 
@@ -335,9 +385,9 @@ void run_real_ranks(const model::CaseSpec& spec, const gen::Schedule& schedule,
   }
 }
 
-void run_real_ranks_dp_zero_resume(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                                   size_t split, const sut::Behaviour& behaviour,
-                                   const rig::MegatronTarget& tree) {
+void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
+                           rig::GatheredFormat format, const sut::Behaviour& behaviour,
+                           const rig::MegatronTarget& tree) {
   RC_PRE(real_ranks_world(spec));
   RC_PRE(split >= 1 && split < schedule.steps.size());
   tag_coverage(spec);
@@ -353,7 +403,7 @@ void run_real_ranks_dp_zero_resume(const model::CaseSpec& spec, const gen::Sched
     }
     for (size_t k = 0; k < split; ++k) RC_PRE(step_real_and_port(spec, in[k], world, a));
     Sides z = build(spec, inst, behaviour, tree, world, rig::initial_values(spec, 4048), false);
-    Difference d = save_and_load_dp_zero(world, a, z);
+    Difference d = save_and_load(world, a, z, format);
     if (!d) d = resumed_difference(a, z);
     if (d) *d = "right after the load: " + *d;
     for (size_t k = split; !d && k < in.size(); ++k) {
@@ -365,8 +415,9 @@ void run_real_ranks_dp_zero_resume(const model::CaseSpec& spec, const gen::Sched
       if (d) *d = "after step " + std::to_string(k + 1) + ": " + *d;
     }
     if (d) {
-      RC_LOG() << "dp " << spec.dp << ", expert dp " << spec.expert_dp << ", saved after step "
-               << split << ", variant " << behaviour.name << ": " << *d << "\n";
+      RC_LOG() << "dp " << spec.dp << ", expert dp " << spec.expert_dp << ", "
+               << real_format_name(format) << " saved after step " << split << ", variant "
+               << behaviour.name << ": " << *d << "\n";
     }
     RC_ASSERT(!d);
   }

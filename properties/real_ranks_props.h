@@ -29,15 +29,19 @@ bool real_ranks_world(const model::CaseSpec& spec);
 void run_real_ranks(const model::CaseSpec& spec, const gen::Schedule& schedule,
                     const sut::Behaviour& behaviour, const rig::MegatronTarget& tree);
 
-// Real ranks resumed from Megatron's `torch`-format checkpoint: every rank of each instance of
-// `spec` steps `split` times on a world of real ranks of `tree`, the DP group saves (each rank its
-// `state_dict()`, the param state gathered on DP rank 0) and a fresh group with other initial
-// values loads it as `load_checkpoint` does (rig::load_dp_zero). RC_ASSERTs that nothing raises
+// Real ranks resumed from a gathered checkpoint of `format`: Megatron's `torch` format
+// (kDpZero: each rank's `state_dict()`, the param state gathered on DP rank 0, loaded as
+// `load_checkpoint` does, rig::load_dp_zero) or its sharded `torch_dist` checkpoint with the
+// `fully_reshardable` optimizer sharding (kFullyReshardable: the param state all-gathered and cut
+// into model-space tensors, written to a directory the ranks share, rig::save_sharded). Every
+// rank of each instance of `spec` steps `split` times on a world of real ranks of `tree`, the DP
+// group saves and a fresh group with other initial values loads. RC_ASSERTs that nothing raises
 // and that right after the load and after every later step each resumed rank holds what the
-// uninterrupted one holds, bit for bit (gathered parameters included), and that the port, saved and
-// loaded in "dp_zero_gather_scatter" under `behaviour`, holds what the resumed real ranks hold.
-void run_real_ranks_dp_zero_resume(const model::CaseSpec& spec, const gen::Schedule& schedule,
-                                   size_t split, const sut::Behaviour& behaviour,
-                                   const rig::MegatronTarget& tree);
+// uninterrupted one holds, bit for bit (gathered parameters included), and that the port, saved
+// and loaded in the same gathered format under `behaviour`, holds what the resumed real ranks
+// hold.
+void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
+                           rig::GatheredFormat format, const sut::Behaviour& behaviour,
+                           const rig::MegatronTarget& tree);
 
 }  // namespace sc::props

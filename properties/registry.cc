@@ -457,6 +457,28 @@ std::vector<Property> checkpoint_properties() {
   };
 }
 
+// A property of real ranks resumed from a gathered checkpoint of `format`.
+Property real_ranks_resume(const char* name, const std::string& save, const std::string& port,
+                           std::vector<std::string> killers, rig::GatheredFormat format) {
+  Property p = replayable(
+      name,
+      "real code on one worker process per DP rank: the group steps, " + save +
+          "; nothing raises, and right after the load and after every later step each rank "
+          "holds what it holds never interrupted, bit for bit, and the port resumed from " +
+          port +
+          " holds the same; torch AdamW, precision-aware FusedAdam and the precision-aware "
+          "hybrid optimizer",
+      std::move(killers), gen::real_ranks_resume_case,
+      [format](const CaseInputs& in, const sut::Behaviour& b) {
+        const auto tree = megatron_tree();
+        if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");
+        run_real_ranks_resume(in.c, in.schedule, in.split, format, b, *tree);
+      },
+      {"split"});
+  p.target = Target::kPortVsRealCode;
+  return p;
+}
+
 std::vector<Property> kernel_and_stream_properties() {
   return {
       port_only(drawn_in_body("FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded",
@@ -544,25 +566,23 @@ std::vector<Property> real_code_properties() {
   ranks.not_on_real_code =
       "it runs the real code itself whatever the system under test, on real ranks beside its "
       "one-process emulation and the port";
-  Property resume = replayable(
+  Property resume = real_ranks_resume(
       "RealRanks.TorchFormatResumeEqualsNoInterruption",
-      "real code on one worker process per DP rank: the group steps, saves Megatron's `torch` "
-      "format (each rank's `state_dict()`, the param state gathered on DP rank 0 over Gloo) and "
-      "a fresh group loads it as `load_checkpoint` does (weights, `load_state_dict`, "
-      "`load_parameter_state_from_dp_zero`); nothing raises, and right after the load and after "
-      "every later step each rank holds what it holds never interrupted, bit for bit, and the "
-      "port resumed from `dp_zero_gather_scatter` holds the same; torch AdamW, "
-      "precision-aware FusedAdam and the precision-aware hybrid optimizer",
-      {"patched-F8", "patched-F9", "DS-07"}, gen::real_ranks_resume_case,
-      [](const CaseInputs& in, const sut::Behaviour& b) {
-        const auto tree = megatron_tree();
-        if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");
-        run_real_ranks_dp_zero_resume(in.c, in.schedule, in.split, b, *tree);
-      },
-      {"split"});
-  resume.target = Target::kPortVsRealCode;
-  resume.not_on_real_code = ranks.not_on_real_code;
-  return {diff, ranks, resume};
+      "saves Megatron's `torch` format (each rank's `state_dict()`, the param state gathered on "
+      "DP rank 0 over Gloo) and a fresh group loads it as `load_checkpoint` does (weights, "
+      "`load_state_dict`, `load_parameter_state_from_dp_zero`)",
+      "`dp_zero_gather_scatter`", {"patched-F8", "patched-F9", "DS-07"},
+      rig::GatheredFormat::kDpZero);
+  Property reshardable = real_ranks_resume(
+      "RealRanks.FullyReshardableResumeEqualsNoInterruption",
+      "saves Megatron's distributed checkpoint with the `fully_reshardable` optimizer sharding "
+      "(the param state all-gathered over Gloo and cut into model-space tensors, each rank's "
+      "main replicas written to a directory the ranks share) and a fresh group loads it "
+      "(`load_parameter_state_from_fully_reshardable`)",
+      "`fully_reshardable`", {"patched-F7", "MEG-04"}, rig::GatheredFormat::kFullyReshardable);
+  resume.not_on_real_code = reshardable.not_on_real_code =
+      "it runs the real code itself whatever the system under test, on real ranks beside the port";
+  return {diff, ranks, resume, reshardable};
 }
 
 std::string killed_by(const Property& p) {

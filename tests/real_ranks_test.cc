@@ -202,7 +202,7 @@ std::string every_patch_but(const std::string& finding) {
   return name;
 }
 
-// A finding the torch-format resume found on real ranks with the hybrid optimizer: its case
+// A finding a resume on real ranks found (F8 and F14 with the hybrid optimizer): its case
 // (drawn, shrunk) fails on the tree with every patch but the finding's, saying `failure`, and
 // holds on the tree with every patch and the fully patched port.
 void expect_found_and_fixed(const std::string& case_file, const std::string& finding,
@@ -232,6 +232,16 @@ TEST_F(RealRanks, TheTorchFormatResumeFindsF14AndHoldsWithItsPatch) {
                          "right after the load: dense rank 0, real ranks never interrupted "
                          "(\"port\" below) vs resumed (\"real code\" below): entry (0, 0) "
                          "model piece[0]: port 0.244140625, real code -0.3");
+}
+
+// F7 through the fully_reshardable checkpoint on real ranks: the shared embedding has a bucket
+// of its own, so the second bucket's param is cut from the world tensors past the stripped end
+// padding of the first; Megatron pads the short slice with zeros and the resumed exp_avg is 0.
+TEST_F(RealRanks, TheFullyReshardableResumeFindsF7AndHoldsWithItsPatch) {
+  expect_found_and_fixed("f7-fully-reshardable-reads-past-bucket-padding.json", "F7",
+                         "right after the load: dense rank 0, real ranks never interrupted "
+                         "(\"port\" below) vs resumed (\"real code\" below): entry (0, 1) "
+                         "optimizer piece[0]: port 0.244117185, real code 0");
 }
 
 TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {

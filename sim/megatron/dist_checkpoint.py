@@ -5,21 +5,25 @@ mapping, then, into a freshly built rank, `sharded_state_dict(is_loading=True)` 
 `load_state_dict` of what the load returned.
 
 The optimizer's param state is in `dp_reshardable`, the sharding type Megatron saves by default
-(--ckpt-format torch_dist; `fully_sharded_model_space` cannot be saved in the trees of 2026).
-The storage is this process's memory, written by every DP rank of the group as the torch_dist
-strategy writes its files: each main replica's data by where it goes (its key and global offset),
-and rank 0's common state, which every rank loads. The DP ranks are emulated in one process, so
-dist_checkpointing's own save and load, which gather and check the ranks' plans with
-collectives, are not called: its extract, merge and replica functions are.
+(--ckpt-format torch_dist; `fully_sharded_model_space` cannot be saved in the trees of 2026), or,
+on real ranks, `fully_reshardable` (--dist-ckpt-optim-fully-reshardable: the save all-gathers the
+param state over the DP group and cuts it into model-space tensors).
+The storage is written by every DP rank of the group as the torch_dist strategy writes its files:
+each main replica's data by where it goes (its key and global offset), and rank 0's common state,
+which every rank loads. With the DP ranks emulated in one process it is this process's memory;
+on real ranks (one process each) it is a directory the group shares, one file per rank
+(save_to, load_from). dist_checkpointing's own save and load, which gather and check the ranks'
+plans with collectives, are not called: its extract, merge and replica functions are.
 """
 
 import copy
 import importlib
+import os
 
 import torch
 
 SHARDING_TYPE = "dp_reshardable"
-METADATA = {"distrib_optim_sharding_type": SHARDING_TYPE}
+REAL_RANKS_TYPES = ("dp_reshardable", "fully_reshardable")
 # The per-param state entries that are not tensors, as Megatron's own test of PR #3537 puts them
 # (tests/unit_tests/test_optimizer.py, test_distrib_optimizer_save_load_with_non_tensor_state).
 NON_TENSOR_VALUES = {"found_inf": False}
@@ -33,7 +37,8 @@ class Saved:
     rank loads. What a rank's save raised is raised again by the loads (a save that fails leaves
     nothing to resume from)."""
 
-    def __init__(self):
+    def __init__(self, sharding_type=SHARDING_TYPE):
+        self.sharding_type = sharding_type
         self.shards, self.common, self.error = {}, None, None
 
 
@@ -52,15 +57,16 @@ def _where(value):
     return value.key, tuple(value.global_offset)
 
 
-def _sharded_state_dict(rank, is_loading):
+def _sharded_state_dict(rank, is_loading, sharding_type):
     """The model's params (one ShardedTensor each, keyed by the case's name, replicated over DP)
-    and the optimizer's sharded state dict linked to them."""
+    and the optimizer's sharded state dict of `sharding_type` linked to them."""
     _, _, mapping = _modules()
     names = [rank.case["params"][i]["name"] for i in rank.case_index]
     model = {f"model.{name}": mapping.ShardedTensor.from_rank_offsets(
         f"model.{name}", param, replica_id=(0, 0, rank.rank))
         for name, param in zip(names, rank.params)}
-    optimizer = rank.dist.sharded_state_dict(model, is_loading=is_loading, metadata=METADATA)
+    metadata = {"distrib_optim_sharding_type": sharding_type}
+    optimizer = rank.dist.sharded_state_dict(model, is_loading=is_loading, metadata=metadata)
     return {"model": model, "optimizer": optimizer}
 
 
@@ -69,7 +75,8 @@ def save(rank, saved):
     rank.require_constructed()
     utils, dict_utils, mapping = _modules()
     try:
-        _, persistent = utils.extract_nonpersistent(_sharded_state_dict(rank, is_loading=False))
+        _, persistent = utils.extract_nonpersistent(
+            _sharded_state_dict(rank, False, saved.sharding_type))
     except Exception as e:  # noqa: BLE001 - raised again by the loads
         if saved.error is None:
             saved.error = RuntimeError(f"DP rank {rank.rank}'s save raised "
@@ -104,13 +111,75 @@ def load(rank, saved):
         raise ValueError("the checkpoint has no common state: DP rank 0 did not save its part")
     utils, dict_utils, mapping = _modules()
     nonpersistent, persistent = utils.extract_nonpersistent(
-        _sharded_state_dict(rank, is_loading=True))
+        _sharded_state_dict(rank, True, saved.sharding_type))
     sharded, _ = utils.extract_sharded_base(persistent)
     state = _copied(saved.common)
     dict_utils.merge(state, dict_utils.dict_list_map_inplace(lambda v: v.unwrap(), nonpersistent))
     dict_utils.merge(state, dict_utils.dict_list_map_inplace(
         lambda v: _read(v, saved.shards, mapping), sharded))
     rank.dist.load_state_dict(state["optimizer"])
+
+
+def _file_prefix(rank):
+    """The files of one checkpoint group: the DP group of this rank's instance and, for the
+    experts, of its expert-parallel rank (whose experts are its own)."""
+    ep_rank = rank.world.rank % rank.world.expert_parallel(rank.case) if rank.expert else 0
+    return f"ep{ep_rank}-"
+
+
+def _require_real(rank, directory, op):
+    if rank.world is None:
+        raise ValueError(f"{op}: a checkpoint directory is shared by real ranks only "
+                         "(--world-size); one process emulates the DP group in memory")
+    if not os.path.isdir(directory):
+        raise ValueError(f"{op}: no directory {directory!r}")
+
+
+def _host(value):
+    """A plain host copy of a saved value, as torch.save writes it."""
+    if isinstance(value, torch.Tensor):
+        return torch.Tensor.cpu(value).clone().as_subclass(torch.Tensor)
+    if isinstance(value, dict):
+        return {k: _host(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_host(v) for v in value)
+    return value
+
+
+def save_to(rank, directory, sharding_type):
+    """Real ranks, every rank of the world at once (the fully_reshardable save all-gathers):
+    writes this rank's main replicas, and on DP rank 0 the common state, to its own file in
+    `directory`."""
+    _require_real(rank, directory, "save_sharded")
+    if sharding_type not in REAL_RANKS_TYPES:
+        raise ValueError(f"save_sharded: sharding type {sharding_type!r} is not one of "
+                         f"{', '.join(REAL_RANKS_TYPES)}")
+    saved = Saved(sharding_type)
+    save(rank, saved)
+    part = {"sharding_type": sharding_type, "shards": _host(saved.shards),
+            "common": _host(saved.common),
+            "error": None if saved.error is None else str(saved.error)}
+    torch.save(part, os.path.join(directory, f"{_file_prefix(rank)}dp{rank.rank}.pt"))
+
+
+def load_from(rank, directory):
+    """Resumes `rank` (freshly built, a real rank) from every file of its group in `directory`,
+    as load() from memory."""
+    _require_real(rank, directory, "load_sharded")
+    prefix = _file_prefix(rank)
+    names = sorted(n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".pt"))
+    if not names:
+        raise ValueError(f"load_sharded: no checkpoint files {prefix}*.pt in {directory!r}")
+    saved = None
+    for name in names:
+        part = torch.load(os.path.join(directory, name), weights_only=False)
+        saved = saved or Saved(part["sharding_type"])
+        saved.shards.update(part["shards"])
+        if part["common"] is not None:
+            saved.common = part["common"]
+        if part["error"] is not None and saved.error is None:
+            saved.error = RuntimeError(part["error"])
+    load(rank, saved)
 
 
 def add_non_tensor_state(rank, keys):

@@ -119,9 +119,12 @@ def check_training_backward(worker):
     refused = worker("step", handle=103, grads=values_of(spec, 5), hyper=hyper(1e-2, 0.1, 2),
                      main_grads_from_backward=True)
     assert not refused["ok"] and '"training": true' in refused["error"], refused
-    # The torch format gathers over the DP group: a one-process worker refuses it by name.
+    # The torch format gathers over the DP group, and the sharded directory is shared by real
+    # ranks: a one-process worker refuses both by name.
     refused = worker("save_dp_zero", handle=103, checkpoint=7)
     assert not refused["ok"] and "served on real ranks only" in refused["error"], refused
+    refused = worker("save_sharded", handle=103, directory=".", sharding_type="fully_reshardable")
+    assert not refused["ok"] and "shared by real ranks only" in refused["error"], refused
     assert worker("drop", handle=103)["ok"]
 
 

@@ -327,6 +327,15 @@ class Worker:
             raise KeyError(f"no torch-format checkpoint {request['checkpoint']}")
         dp_zero.load(self.rank(request), saved)
 
+    def op_save_sharded(self, request):
+        """Real ranks: this rank's part of its DP group's distributed checkpoint in the sharding
+        type asked for, written to the group's shared directory (dist_checkpoint.py)."""
+        dist_checkpoint.save_to(self.rank(request), request["directory"],
+                                request["sharding_type"])
+
+    def op_load_sharded(self, request):
+        dist_checkpoint.load_from(self.rank(request), request["directory"])
+
     def op_add_non_tensor_state(self, request):
         dist_checkpoint.add_non_tensor_state(self.rank(request), list(request["keys"]))
 

@@ -29,8 +29,8 @@ const std::vector<CapabilityInfo>& all_capabilities() {
        ""},
       {Capability::kGatheredCheckpoints, "gathered checkpoints",
        "a DP group saved and loaded in dp_zero_gather_scatter or fully_reshardable", false,
-       "the Megatron worker builds one rank at a time and does not serve the gathered formats "
-       "yet"},
+       "the formats gather over the DP group, which one worker emulating the ranks cannot do; "
+       "real ranks serve both (RealRanks.*ResumeEqualsNoInterruption)"},
   };
   return kAll;
 }

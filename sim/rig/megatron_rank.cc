@@ -328,6 +328,15 @@ class MegatronRank final : public RankUnderTest {
     require_held(ck, "load_dp_zero");
     send({{"op", "load_dp_zero"}, {"checkpoint", ck.real->id}});
   }
+  void save_sharded(const std::string& directory, const std::string& sharding_type) const {
+    worker_->request({{"op", "save_sharded"},
+                      {"handle", handle_},
+                      {"directory", directory},
+                      {"sharding_type", sharding_type}});
+  }
+  void load_sharded(const std::string& directory) {
+    send({{"op", "load_sharded"}, {"directory", directory}});
+  }
 
   MegatronStepTimes time_steps(int steps) {
     const json r = worker_->request({{"op", "time_steps"}, {"handle", handle_}, {"steps", steps}});
@@ -416,6 +425,15 @@ Checkpoint save_dp_zero(RankUnderTest& rank) { return megatron_rank(rank).save_d
 
 void load_dp_zero(RankUnderTest& rank, const Checkpoint& ck) {
   megatron_rank(rank).load_dp_zero(ck);
+}
+
+void save_sharded(RankUnderTest& rank, const std::string& directory,
+                  const std::string& sharding_type) {
+  megatron_rank(rank).save_sharded(directory, sharding_type);
+}
+
+void load_sharded(RankUnderTest& rank, const std::string& directory) {
+  megatron_rank(rank).load_sharded(directory);
 }
 
 std::unique_ptr<RankUnderTest> make_megatron_rank(const MegatronTarget& target,

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/spec.h"
@@ -61,6 +62,17 @@ MegatronStepTimes time_megatron_steps(RankUnderTest& rank, int steps);
 // that raised raises again on load. std::invalid_argument for a rank of another target.
 Checkpoint save_dp_zero(RankUnderTest& rank);
 void load_dp_zero(RankUnderTest& rank, const Checkpoint& ck);
+
+// Megatron's distributed checkpoint (`torch_dist`) on real ranks: save_sharded writes the rank's
+// part of the model's and the optimizer's sharded state dicts, in `sharding_type`
+// ("dp_reshardable" or "fully_reshardable", whose save all-gathers over the DP group: every rank
+// of the world at once), to its own file in `directory`, a directory the group shares;
+// load_sharded resumes a freshly built rank from every file of its group there, as
+// `load_checkpoint` does (sim/megatron/dist_checkpoint.py). A save that raised raises again on
+// load. std::invalid_argument for a rank of another target.
+void save_sharded(RankUnderTest& rank, const std::string& directory,
+                  const std::string& sharding_type);
+void load_sharded(RankUnderTest& rank, const std::string& directory);
 
 // The build request's "case" object (docs/megatron-worker.md).
 nlohmann::json case_request(const model::CaseSpec& spec);
