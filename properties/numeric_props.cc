@@ -468,50 +468,6 @@ void run_dist_ckpt_resume(const model::CaseSpec& spec, const gen::Schedule& sche
 
 namespace {
 
-// Every element of a param's optimizer state, gathered from the pieces of all DP ranks.
-struct FullState {
-  std::vector<float> exp_avg, exp_avg_sq, master;
-  std::set<int64_t> steps;  // the step count every piece of the param reports
-};
-
-std::string steps_text(const std::set<int64_t>& steps) {
-  std::string out;
-  for (int64_t s : steps) out += (out.empty() ? "{" : ", ") + std::to_string(s);
-  return out + "}";
-}
-
-// The optimizer state of every param of `instance`, read from `group` (all DP ranks of `c`).
-std::map<int, FullState> full_state(const model::CaseSpec& c, model::Instance instance,
-                                    const std::vector<std::unique_ptr<rig::RankUnderTest>>& group) {
-  const auto layouts = model::full_param_layout(c);
-  std::map<int, FullState> out;
-  for (size_t r = 0; r < group.size(); ++r) {
-    const model::RankPlan plan = model::plan_rank(c, layouts, instance, static_cast<int64_t>(r));
-    for (size_t g = 0; g < plan.groups.size(); ++g) {
-      for (size_t i = 0; i < plan.groups[g].installed.size(); ++i) {
-        const model::ShardEntry& e = plan.groups[g].installed[i];
-        FullState& f = out[e.param];
-        const size_t n = static_cast<size_t>(c.params[e.param].numel());
-        if (f.master.empty()) {
-          f.exp_avg.assign(n, 0.f);
-          f.exp_avg_sq.assign(n, 0.f);
-          f.master.assign(n, 0.f);
-        }
-        const rig::ObservedState st = group[r]->state(g, i);
-        const std::vector<float> master = group[r]->optimizer_piece(g, i);
-        f.steps.insert(st.step);
-        for (int64_t k = 0; k < e.param_range.size(); ++k) {
-          const size_t at = static_cast<size_t>(e.param_range.start + k);
-          f.exp_avg[at] = st.exp_avg.at(static_cast<size_t>(k));
-          f.exp_avg_sq[at] = st.exp_avg_sq.at(static_cast<size_t>(k));
-          f.master[at] = master.at(static_cast<size_t>(k));
-        }
-      }
-    }
-  }
-  return out;
-}
-
 // Steps every checked rank of `c` through `s` with the stream simulation recording, and fails
 // when `findings(rig)` (one report per offending operation) is not empty.
 template <typename Findings>
@@ -575,22 +531,9 @@ void run_gathered_ckpt_round_trip(const model::CaseSpec& spec, const gen::Schedu
       }
       check(v, behaviour);
     }
-    const std::map<int, FullState> want = full_state(spec, inst, saved);
-    const std::map<int, FullState> got = full_state(other, inst, loaded);
-    for (const auto& [param, w] : want) {
-      const FullState& x = got.at(param);
-      const std::string at = std::string(name) + " " + spec.params[param].name + " after a " +
-                             rig::format_name(format) + " round trip";
-      check(compare_exact(x.exp_avg, w.exp_avg, at + ": exp_avg (loaded vs saved)"), behaviour);
-      check(compare_exact(x.exp_avg_sq, w.exp_avg_sq, at + ": exp_avg_sq (loaded vs saved)"),
-            behaviour);
-      check(compare_exact(x.master, w.master, at + ": fp32 master (loaded vs saved)"), behaviour);
-      if (x.steps != w.steps) {
-        check(at + ": step counts " + steps_text(x.steps) + " loaded, " + steps_text(w.steps) +
-                  " saved",
-              behaviour);
-      }
-    }
+    check(round_trip_difference(spec, other, inst, views(saved), views(loaded),
+                                std::string(name) + " ", rig::format_name(format)),
+          behaviour);
   }
 }
 

@@ -24,9 +24,21 @@ enum class NumericClaim {
   kUnchanged,    // every owned piece still holds its initial value (zero-lr schedules)
 };
 
-// Bit-for-bit equality (NaNs equal), or the first difference.
+// Bit-for-bit equality (NaNs equal), or the first difference, naming the sides `got_name` (the
+// system under test when empty) and `want_name` ("reference" when empty).
 Violation compare_exact(const std::vector<float>& got, const std::vector<float>& want,
-                        const std::string& what);
+                        const std::string& what, const std::string& got_name = "",
+                        const std::string& want_name = "");
+
+// Every element of every param's exp_avg, exp_avg_sq and fp32 master of `instance`, gathered
+// from the pieces of `loaded` (every DP rank of `loaded_case`, by rank), against the same from
+// `saved` (every DP rank of `saved_case`), bit for bit, and every piece's step count: the first
+// difference, named "<prefix><param> after a <format> round trip: ...".
+Violation round_trip_difference(const model::CaseSpec& saved_case,
+                                const model::CaseSpec& loaded_case, model::Instance instance,
+                                const std::vector<const rig::RankUnderTest*>& saved,
+                                const std::vector<const rig::RankUnderTest*>& loaded,
+                                const std::string& prefix, const std::string& format);
 
 // "dense rank 1 step 2 w piece [0, 8)".
 std::string entry_name(const model::CaseSpec& c, const model::RankPlan& plan, size_t g, size_t i,

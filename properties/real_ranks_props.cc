@@ -278,19 +278,26 @@ class CheckpointDirectory {
   std::string path_;
 };
 
-// The real ranks of `a` save in `format` (kDpZero: the torch format; kFullyReshardable: the
-// sharded torch_dist checkpoint with that optimizer sharding) and those of `z` load it.
-void save_and_load_real(rig::MegatronWorld& world, Sides& a, Sides& z, rig::GatheredFormat format) {
+// One side's ranks and the world they run on.
+struct Group {
+  rig::MegatronWorld& world;
+  Sides& sides;
+};
+
+// The real ranks of `a` save in `format` (kDpZero: the torch format, loaded on the same world;
+// kFullyReshardable: the sharded torch_dist checkpoint with that optimizer sharding, on any) and
+// those of `z` load it.
+void save_and_load_real(Group a, Group z, rig::GatheredFormat format) {
   if (format == rig::GatheredFormat::kDpZero) {
-    std::vector<rig::Checkpoint> ck(a.real.size());
-    world.on_every_rank([&](int g) { ck[g] = rig::save_dp_zero(*a.real[g]); });
-    world.on_every_rank([&](int g) { rig::load_dp_zero(*z.real[g], ck[g]); });
+    std::vector<rig::Checkpoint> ck(a.sides.real.size());
+    a.world.on_every_rank([&](int g) { ck[g] = rig::save_dp_zero(*a.sides.real[g]); });
+    z.world.on_every_rank([&](int g) { rig::load_dp_zero(*z.sides.real[g], ck[g]); });
     return;
   }
   const CheckpointDirectory dir;
-  world.on_every_rank(
-      [&](int g) { rig::save_sharded(*a.real[g], dir.path(), "fully_reshardable"); });
-  world.on_every_rank([&](int g) { rig::load_sharded(*z.real[g], dir.path()); });
+  a.world.on_every_rank(
+      [&](int g) { rig::save_sharded(*a.sides.real[g], dir.path(), "fully_reshardable"); });
+  z.world.on_every_rank([&](int g) { rig::load_sharded(*z.sides.real[g], dir.path()); });
 }
 
 // What the real ranks save for `format`.
@@ -301,22 +308,43 @@ std::string real_format_name(rig::GatheredFormat format) {
 
 // Saves the real ranks of `a` in `format` and loads that into those of `z`; the port's ranks the
 // same through its gathered checkpoint of `format`. What either raises.
-Difference save_and_load(rig::MegatronWorld& world, Sides& a, Sides& z,
-                         rig::GatheredFormat format) {
+Difference save_and_load(Group a, Group z, rig::GatheredFormat format) {
   try {
-    save_and_load_real(world, a, z, format);
+    save_and_load_real(a, z, format);
   } catch (const rig::MegatronWorldFailed& e) {
     return "real ranks, saving or loading " + real_format_name(format) + ": " + e.what();
   }
   std::vector<const rig::RankUnderTest*> port;
-  for (const auto& rank : a.port) port.push_back(rank.get());
+  for (const auto& rank : a.sides.port) port.push_back(rank.get());
   const std::string raised = raised_by([&] {
     const rig::GatheredCheckpoint saved = rig::save_gathered(port, format);
-    for (auto& rank : z.port) rank->load_gathered(saved);
+    for (auto& rank : z.sides.port) rank->load_gathered(saved);
   });
   if (!raised.empty()) {
     return std::string("the port's ") + rig::format_name(format) +
            " save or load raised: " + raised;
+  }
+  return std::nullopt;
+}
+
+// The real ranks of `s` that hold each instance rank (expert-parallel rank 0's), by instance
+// rank.
+std::vector<const rig::RankUnderTest*> instance_ranks_of(const Sides& s) {
+  std::vector<const rig::RankUnderTest*> out;
+  for (size_t g = 0; g < s.real.size(); g += static_cast<size_t>(s.ep)) {
+    out.push_back(s.real[g].get());
+  }
+  return out;
+}
+
+// Each port rank of `z` against the real rank that holds it (model values left out: the real
+// ranks hold the gathered parameters).
+Difference port_difference(const Sides& z) {
+  for (size_t r = 0; r < z.port.size(); ++r) {
+    const size_t g = r * static_cast<size_t>(z.ep);
+    if (auto d = holding_difference(*z.port[r], *z.real[g], /*with_model_values=*/false)) {
+      return z.name(g) + ", port vs real ranks: " + *d;
+    }
   }
   return std::nullopt;
 }
@@ -332,13 +360,7 @@ Difference resumed_difference(const Sides& a, const Sides& z) {
              *d;
     }
   }
-  for (size_t r = 0; r < z.port.size(); ++r) {
-    const size_t g = r * static_cast<size_t>(z.ep);
-    if (auto d = holding_difference(*z.port[r], *z.real[g], /*with_model_values=*/false)) {
-      return z.name(g) + ", resumed, port vs real ranks: " + *d;
-    }
-  }
-  return std::nullopt;
+  return port_difference(z);
 }
 
 bool any_construction_error(const Sides& s) {
@@ -403,7 +425,7 @@ void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& sch
     }
     for (size_t k = 0; k < split; ++k) RC_PRE(step_real_and_port(spec, in[k], world, a));
     Sides z = build(spec, inst, behaviour, tree, world, rig::initial_values(spec, 4048), false);
-    Difference d = save_and_load(world, a, z, format);
+    Difference d = save_and_load({world, a}, {world, z}, format);
     if (!d) d = resumed_difference(a, z);
     if (d) *d = "right after the load: " + *d;
     for (size_t k = split; !d && k < in.size(); ++k) {
@@ -418,6 +440,54 @@ void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& sch
       RC_LOG() << "dp " << spec.dp << ", expert dp " << spec.expert_dp << ", "
                << real_format_name(format) << " saved after step " << split << ", variant "
                << behaviour.name << ": " << *d << "\n";
+    }
+    RC_ASSERT(!d);
+  }
+}
+
+void run_real_ranks_reshard(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                            size_t split, int other_dp, const sut::Behaviour& behaviour,
+                            const rig::MegatronTarget& tree) {
+  model::CaseSpec other = spec;
+  other.dp = other.expert_dp = other_dp;
+  RC_PRE(real_ranks_world(spec) && real_ranks_world(other) && other_dp != spec.dp);
+  RC_PRE(split >= 1 && split <= schedule.steps.size());
+  tag_coverage(spec);
+  RC_CLASSIFY(other_dp > spec.dp, "loaded at a larger DP size");
+  RC_CLASSIFY(other_dp < spec.dp, "loaded at a smaller DP size");
+  rig::MegatronWorld& saving = rig::MegatronWorld::of(tree, static_cast<int>(spec.dp));
+  rig::MegatronWorld& loading = rig::MegatronWorld::of(tree, other_dp);
+  std::vector<model::StepInputs> in;
+  for (const auto& step : schedule.steps) {
+    in.push_back(model::as_backward_delivers(spec, gen::materialise(spec, step)));
+  }
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (!model::instance_present(spec, inst)) continue;
+    Sides a = build(spec, inst, behaviour, tree, saving, rig::initial_values(spec, 2024), false);
+    RC_PRE(!any_construction_error(a));
+    for (size_t k = 0; k < split; ++k) RC_PRE(step_real_and_port(spec, in[k], saving, a));
+    Sides z = build(other, inst, behaviour, tree, loading, rig::initial_values(other, 4048), false);
+    RC_PRE(!any_construction_error(z));
+    Difference d = save_and_load({saving, a}, {loading, z}, rig::GatheredFormat::kFullyReshardable);
+    if (!d) {
+      d = round_trip_difference(
+          spec, other, inst, instance_ranks_of(a), instance_ranks_of(z),
+          std::string("real ranks, ") + (inst == model::Instance::kExpert ? "expert " : "dense "),
+          "fully_reshardable");
+    }
+    if (!d) d = port_difference(z);
+    if (d) *d = "right after the load: " + *d;
+    for (size_t k = split; !d && k < in.size(); ++k) {
+      const auto step =
+          model::as_backward_delivers(other, gen::materialise(other, schedule.steps[k]));
+      if (!step_real_and_port(other, step, loading, z)) break;
+      d = port_difference(z);
+      if (d) *d = "after step " + std::to_string(k + 1) + ": " + *d;
+    }
+    if (d) {
+      RC_LOG() << "saved at dp " << spec.dp << " (expert dp " << spec.expert_dp << ") after step "
+               << split << ", loaded at dp " << other_dp << ", variant " << behaviour.name << ": "
+               << *d << "\n";
     }
     RC_ASSERT(!d);
   }

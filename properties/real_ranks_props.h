@@ -44,4 +44,15 @@ void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& sch
                            rig::GatheredFormat format, const sut::Behaviour& behaviour,
                            const rig::MegatronTarget& tree);
 
+// Real ranks resharded through `fully_reshardable`: every rank of each instance of `spec` steps
+// `split` times on a world of spec.dp real ranks of `tree`, saves, and a fresh group on a world
+// of `other_dp` real ranks (expert dp `other_dp`) loads it. RC_ASSERTs that nothing raises, that
+// every element of every parameter's exp_avg, exp_avg_sq and fp32 master and every piece's step
+// count come back bit for bit (gathered from all ranks on both sides), and that right after the
+// load and after every later step (at `other_dp`) the port, resharded the same way under
+// `behaviour`, holds what the loading real ranks hold.
+void run_real_ranks_reshard(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                            size_t split, int other_dp, const sut::Behaviour& behaviour,
+                            const rig::MegatronTarget& tree);
+
 }  // namespace sc::props

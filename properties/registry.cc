@@ -580,9 +580,25 @@ std::vector<Property> real_code_properties() {
       "main replicas written to a directory the ranks share) and a fresh group loads it "
       "(`load_parameter_state_from_fully_reshardable`)",
       "`fully_reshardable`", {"patched-F7", "MEG-04"}, rig::GatheredFormat::kFullyReshardable);
-  resume.not_on_real_code = reshardable.not_on_real_code =
+  Property reshard = replayable(
+      "RealRanks.FullyReshardableLoadsAtAnotherDpSize",
+      "real code on one worker process per DP rank: a group of dp 2 or 4 steps and saves "
+      "Megatron's distributed checkpoint with the `fully_reshardable` optimizer sharding, and a "
+      "fresh group of the other size loads it: every element of every parameter's `exp_avg`, "
+      "`exp_avg_sq` and fp32 master and every piece's step count come back bit for bit, and "
+      "right after the load and after every later step the port, resharded the same way, holds "
+      "what the loading ranks hold",
+      {"patched-F7", "MEG-04"}, gen::real_ranks_reshard_case,
+      [](const CaseInputs& in, const sut::Behaviour& b) {
+        const auto tree = megatron_tree();
+        if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");
+        run_real_ranks_reshard(in.c, in.schedule, in.split, in.other_dp, b, *tree);
+      },
+      {"split", "checkpoint_format", "other_dp"});
+  reshard.target = Target::kPortVsRealCode;
+  resume.not_on_real_code = reshardable.not_on_real_code = reshard.not_on_real_code =
       "it runs the real code itself whatever the system under test, on real ranks beside the port";
-  return {diff, ranks, resume, reshardable};
+  return {diff, ranks, resume, reshardable, reshard};
 }
 
 std::string killed_by(const Property& p) {

@@ -244,6 +244,16 @@ TEST_F(RealRanks, TheFullyReshardableResumeFindsF7AndHoldsWithItsPatch) {
                          "optimizer piece[0]: port 0.244117185, real code 0");
 }
 
+// F7 through resharding: saved by two real ranks, loaded by four; the shared embedding's own
+// bucket comes second and its exp_avg is read past the first bucket's stripped padding.
+TEST_F(RealRanks, TheReshardingPropertyFindsF7AndHoldsWithItsPatch) {
+  expect_found_and_fixed("f7-reshard-reads-past-bucket-padding.json", "F7",
+                         "saved at dp 2 (expert dp 2) after step 1, loaded at dp 4, variant "
+                         "patched: right after the load: real ranks, dense p3 after a "
+                         "fully_reshardable round trip: exp_avg: first difference at element 0: "
+                         "loaded 0, saved 0.0765625015");
+}
+
 TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {
   MegatronWorld world(MegatronTarget{tree_, false}, 2);
   model::CaseSpec c = two_rank_case();

@@ -96,6 +96,13 @@ props::CaseInputs real_ranks_resume_case() {
   return in;
 }
 
+props::CaseInputs real_ranks_reshard_case() {
+  props::CaseInputs in = real_ranks_resume_case();
+  in.checkpoint_format = "fully_reshardable";
+  in.other_dp = in.c.dp == 2 ? 4 : 2;
+  return in;
+}
+
 // An offloaded case stepped `steps` times at most.
 std::function<props::CaseInputs()> offloaded_steps(int steps) {
   return [steps] {

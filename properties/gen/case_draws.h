@@ -36,8 +36,10 @@ props::CaseInputs gathered_case();
 std::function<props::CaseInputs()> offloaded_steps(int steps);
 // A case for real ranks (props::real_ranks_world): dp 2 or 4, EP 1, 2 or dp, up to three steps.
 props::CaseInputs real_ranks_case();
-// A real-ranks case without the hybrid optimizer (finding F14), with at least two steps and a
-// split among them.
+// A real-ranks case with at least two steps and a split among them; the hybrid optimizer
+// precision-aware only (FINDINGS.md, F8).
 props::CaseInputs real_ranks_resume_case();
+// A real-ranks resume case saved in fully_reshardable at dp 2 or 4 and loaded at the other.
+props::CaseInputs real_ranks_reshard_case();
 
 }  // namespace sc::gen
