@@ -449,6 +449,19 @@ TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF13OnItsOwn) {
   EXPECT_EQ(dp1.status, 0) << dp1.output;
 }
 
+// P6: the one-process emulation runs no param all-gather, so DP rank 0's weights, the main
+// replica a distributed checkpoint saves, held only rank 0's stepped pieces; a rank whose fp32
+// param the precision-aware optimizer steps in place resumed rank 0's stale copy of its piece.
+// The save now keeps every rank's pieces and the load lays them over the weights, as real ranks'
+// all-gathered weights hold them: the case resumes bit for bit.
+TEST_F(RealCode, TheOneProcessCheckpointHoldsEveryRanksSteppedPieces) {
+  const auto r = testing::run_command(
+      "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ + "/d8b71082-pr6982-all " +
+      SC_BUILD_DIR + "/bin/shardcheck-replay " + SC_SOURCE_DIR +
+      "/tests/real_code/p6-one-process-checkpoint-without-the-param-all-gather.json 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
 // A case that needs a gathered checkpoint or the pinned memory of each copy cannot run against
 // the real code: the replay says so and exits 2, never 1 as if the finding
 // were present there.

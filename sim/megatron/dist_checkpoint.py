@@ -40,6 +40,7 @@ class Saved:
     def __init__(self, sharding_type=SHARDING_TYPE):
         self.sharding_type = sharding_type
         self.shards, self.common, self.error = {}, None, None
+        self.pieces = []  # one process only: (model key, flat start, values), see _owned_pieces
 
 
 def _modules():
@@ -57,14 +58,41 @@ def _where(value):
     return value.key, tuple(value.global_offset)
 
 
+def _model_params(rank):
+    """(checkpoint key, param) of each of the rank's model params, keyed by the case's name."""
+    names = [rank.case["params"][i]["name"] for i in rank.case_index]
+    return [(f"model.{name}", param) for name, param in zip(names, rank.params)]
+
+
+def _owned_pieces(rank):
+    """The rank's stepped piece of each model param it owns, as (key, flat start, values): what
+    Megatron's param all-gather after every step hands every other rank. One process runs no
+    all-gather (each emulated rank's params hold its own pieces only, and the main replica of the
+    weights is DP rank 0's), so the save keeps every rank's pieces and the load lays them over
+    the weights read, as the all-gathered weights of real ranks would hold them."""
+    out = []
+    for key, param in _model_params(rank):
+        try:
+            piece = rank.dist._get_model_param_range_map(param)["param"]
+        except KeyError:  # no piece of this param on this rank
+            continue
+        out.append((key, piece.start, _copied(param.detach().view(-1)[piece.start:piece.end])))
+    return out
+
+
+def _lay_pieces(rank, pieces):
+    params = dict(_model_params(rank))
+    with torch.no_grad():
+        for key, start, values in pieces:
+            params[key].detach().view(-1)[start:start + values.numel()].copy_(values)
+
+
 def _sharded_state_dict(rank, is_loading, sharding_type):
     """The model's params (one ShardedTensor each, keyed by the case's name, replicated over DP)
     and the optimizer's sharded state dict of `sharding_type` linked to them."""
     _, _, mapping = _modules()
-    names = [rank.case["params"][i]["name"] for i in rank.case_index]
-    model = {f"model.{name}": mapping.ShardedTensor.from_rank_offsets(
-        f"model.{name}", param, replica_id=(0, 0, rank.rank))
-        for name, param in zip(names, rank.params)}
+    model = {key: mapping.ShardedTensor.from_rank_offsets(key, param, replica_id=(0, 0, rank.rank))
+             for key, param in _model_params(rank)}
     metadata = {"distrib_optim_sharding_type": sharding_type}
     optimizer = rank.dist.sharded_state_dict(model, is_loading=is_loading, metadata=metadata)
     return {"model": model, "optimizer": optimizer}
@@ -88,6 +116,8 @@ def save(rank, saved):
             saved.shards[_where(value)] = _copied(value.data)
     if rank.rank == 0:
         saved.common = _copied(common)
+    if rank.world is None:
+        saved.pieces.extend(_owned_pieces(rank))
 
 
 def _read(value, shards, mapping):
@@ -117,6 +147,7 @@ def load(rank, saved):
     dict_utils.merge(state, dict_utils.dict_list_map_inplace(lambda v: v.unwrap(), nonpersistent))
     dict_utils.merge(state, dict_utils.dict_list_map_inplace(
         lambda v: _read(v, saved.shards, mapping), sharded))
+    _lay_pieces(rank, saved.pieces)
     rank.dist.load_state_dict(state["optimizer"])
 
 
