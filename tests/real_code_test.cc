@@ -12,19 +12,19 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "sim/rig/megatron_worker.h"
 #include "tests/support/command.h"
+#include "tests/support/megatron_trees.h"
 
 namespace sc::rig {
 namespace {
@@ -247,8 +247,8 @@ TEST_F(Review, F3sOwnPatchIsFixedByThePatchWithNothingNewlyFailing) {
     EXPECT_NE(p.at("verdict"), "newly failing") << p.dump(2);
     if (p.at("verdict") == "fixed by the patch") {
       EXPECT_EQ(p.at("name"), "HybridOptimizerState.CommandSequencesMatchTheReference");
-      EXPECT_EQ(p.at("before").at("case").at("megatron").at("patches").size(), 13u)
-          << "the seed fix and twelve findings' patches: all but F3's";
+      EXPECT_EQ(p.at("before").at("case").at("megatron").at("patches").size(), 14u)
+          << "the seed fix and thirteen findings' patches: all but F3's";
       ++fixed;
     }
   }
@@ -282,12 +282,15 @@ TEST_F(Review, BadInputExitsTwo) {
 
 // Each finding's patch alone (patches/FN-*.patch on the seed fix, unpacked by
 // scripts/megatron-trees) fixes its finding in the real code: the finding's regression case
-// fails on the tree with the seed fix and holds on that tree with the patch. F12's property is
+// fails on the tree with the seed fix and holds on that tree with the patch (its case under
+// tests/regressions/, or tests/real_code/ for a case only the real code has). F12's property is
 // not replayable from a case file; it runs at the cases where it found F12. A case that needs a
 // gathered checkpoint (F7, F8, F9) cannot run there, and F14's (tests/real_ranks/) meets F8 and
 // F9 first on the seed fix alone: their Megatron-style tests decide them.
 TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
-  const std::string regressions = std::string(SC_SOURCE_DIR) + "/tests/regressions/";
+  // The port's corpus, and the cases only the real code has (tests/real_code/).
+  const std::vector<std::string> case_dirs = {std::string(SC_SOURCE_DIR) + "/tests/regressions/",
+                                              std::string(SC_SOURCE_DIR) + "/tests/real_code/"};
   // Exit 2 where the finding has no case to replay here.
   const auto replay = [&](const std::string& tree, const std::string& finding) {
     std::string command = "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + tree + " ";
@@ -299,11 +302,13 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
     } else {
       std::string prefix = finding;
       prefix[0] = 'f';
-      for (const auto& e : fs::directory_iterator(regressions)) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind(prefix + "_", 0) == 0 && e.path().extension() == ".json") {
-          command += std::string(SC_BUILD_DIR) + "/bin/shardcheck-replay " + e.path().string();
-          found = true;
+      for (const std::string& dir : case_dirs) {
+        for (const auto& e : fs::directory_iterator(dir)) {
+          const std::string name = e.path().filename().string();
+          if (name.rfind(prefix + "_", 0) == 0 && e.path().extension() == ".json") {
+            command += std::string(SC_BUILD_DIR) + "/bin/shardcheck-replay " + e.path().string();
+            found = true;
+          }
         }
       }
     }
@@ -422,12 +427,12 @@ TEST_F(RealCode, ThePlacementPropertyChecksProposalS1sGrouping) {
 }
 
 // F13, found by the distributed-checkpoint property on its own in the real code: on the tree with
-// every finding's patch, a DP group whose bucket leaves a rank only end padding cannot save in
-// dp_reshardable (Megatron's default); the case shrinks to one parameter of one element at
-// dp >= 2, and the same case at dp 1 resumes bit for bit.
+// every finding's patch but F13's, a DP group whose bucket leaves a rank only end padding cannot
+// save in dp_reshardable (Megatron's default); the case shrinks to one parameter of one element
+// at dp >= 2, and resumes bit for bit with F13's patch (the tree with every patch) and at dp 1.
 TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF13OnItsOwn) {
   const char* name = "DistributedCheckpoint.ResumeEqualsNoInterruption";
-  const auto r = verify(trees_ + "/d8b71082-pr6982-all --only " + name);
+  const auto r = verify(trees_ + "/" + testing::every_patch_but("F13") + " --only " + name);
   ASSERT_EQ(r.status, 1) << r.output;
   const json report = json::parse(r.output);
   const json* p = property(report, name);
@@ -440,13 +445,44 @@ TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF13OnItsOwn) {
   EXPECT_EQ(c.at("case").at("params").size(), 1u) << c.dump(2);
   EXPECT_EQ(c.at("case").at("params").at(0).at("shape"), json::array({1}));
   EXPECT_GE(c.at("case").at("dp").get<int>(), 2);
+  const auto replay = [&](const json& case_json, const std::string& file) {
+    const fs::path at = fs::path(trees_) / file;
+    std::ofstream(at) << case_json.dump(2);
+    return testing::run_command("PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ +
+                                "/d8b71082-pr6982-all " + SC_BUILD_DIR + "/bin/shardcheck-replay " +
+                                at.string() + " 2>&1");
+  };
+  const auto fixed = replay(c, "f13-with-its-patch.json");
+  EXPECT_EQ(fixed.status, 0) << fixed.output;
   c["case"]["dp"] = 1;
-  const fs::path at = fs::path(trees_) / "f13-at-dp-1.json";
-  std::ofstream(at) << c.dump(2);
-  const auto dp1 = testing::run_command(
-      "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ + "/d8b71082-pr6982-all " +
-      SC_BUILD_DIR + "/bin/shardcheck-replay " + at.string() + " 2>&1");
+  const auto dp1 = replay(c, "f13-at-dp-1.json");
   EXPECT_EQ(dp1.status, 0) << dp1.output;
+}
+
+// F15, found by the same property on the tree with every patch, F13's included: a rank whose
+// shard of a bucket lies wholly in the 64-element alignment padding between two params (inside
+// the checkpoint's unpadded size, so F13's fix leaves it asserting) cannot save. Its literal
+// case: two 1-element bf16 params at dp 4, DP rank 1's shard [32, 64) between them.
+TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF15OnTheTreeWithEveryPatch) {
+  const char* name = "DistributedCheckpoint.ResumeEqualsNoInterruption";
+  const auto r = verify(trees_ + "/d8b71082-pr6982-all --only " + name);
+  ASSERT_EQ(r.status, 1) << r.output;
+  const json report = json::parse(r.output);
+  const json* p = property(report, name);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->at("failure").get<std::string>().find(
+                "save raised AssertionError: empty bucket encountered"),
+            std::string::npos)
+      << p->at("failure");
+  EXPECT_GE(p->at("case").at("case").at("params").size(), 2u) << p->at("case").dump(2);
+  const auto literal = testing::run_command(
+      "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ + "/d8b71082-pr6982-all " +
+      SC_BUILD_DIR + "/bin/shardcheck-replay " + SC_SOURCE_DIR +
+      "/tests/real_code/f15_dp_reshardable_shard_inside_param_alignment_padding.json 2>&1");
+  EXPECT_EQ(literal.status, 1) << literal.output;
+  EXPECT_NE(literal.output.find("DP rank 1's save raised AssertionError: empty bucket encountered"),
+            std::string::npos)
+      << literal.output;
 }
 
 // P6: the one-process emulation runs no param all-gather, so DP rank 0's weights, the main

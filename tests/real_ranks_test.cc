@@ -22,6 +22,7 @@
 #include "sim/rig/megatron_rank.h"
 #include "sim/rig/megatron_world.h"
 #include "tests/support/command.h"
+#include "tests/support/megatron_trees.h"
 
 namespace sc::rig {
 namespace {
@@ -189,25 +190,12 @@ TEST_F(RealRanks, TheTorchFormatResumeFailsOnF9AndHoldsWithItsPatch) {
   EXPECT_EQ(fixed.status, 0) << fixed.output;
 }
 
-// The tree with every finding's patch but `finding`'s, made beside the others from the -all tree
-// with that patch taken out again; its name under SC_MEGATRON_TREES.
-std::string every_patch_but(const std::string& finding) {
-  const std::string name = "d8b71082-pr6982-all-but-" + finding;
-  const std::string trees = SC_MEGATRON_TREES;
-  const auto r = testing::run_command("cd " + trees + " && rm -rf " + name +
-                                      " && cp -r d8b71082-pr6982-all " + name + " && cd " + name +
-                                      " && GIT_CEILING_DIRECTORIES=" + trees + " git apply -R " +
-                                      SC_SOURCE_DIR + "/patches/" + finding + "-*.patch 2>&1");
-  EXPECT_EQ(r.status, 0) << r.output;
-  return name;
-}
-
 // A finding a resume on real ranks found (F8 and F14 with the hybrid optimizer): its case
 // (drawn, shrunk) fails on the tree with every patch but the finding's, saying `failure`, and
 // holds on the tree with every patch and the fully patched port.
 void expect_found_and_fixed(const std::string& case_file, const std::string& finding,
                             const std::string& failure) {
-  const auto r = replay_on(case_file, every_patch_but(finding));
+  const auto r = replay_on(case_file, testing::every_patch_but(finding));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find(failure), std::string::npos) << r.output;
   const auto fixed = replay_on(case_file, "d8b71082-pr6982-all", "--variant=patched");
