@@ -43,18 +43,20 @@ testing::CommandResult verify(const std::string& arguments) {
                               arguments + " --json 2>/dev/null");
 }
 
+// The entry of property `name` in a verify-megatron --json report, or null.
+const json* property(const json& report, const std::string& name) {
+  for (const json& p : report.at("properties")) {
+    if (p.at("name") == name) return &p;
+  }
+  return nullptr;
+}
+
 class RealCode : public ::testing::Test {
  protected:
   void SetUp() override {
     archive_ = SC_MEGATRON_ARCHIVE;
     trees_ = SC_MEGATRON_TREES;
     if (!fs::exists(archive_)) GTEST_SKIP() << "no Megatron snapshot at " << archive_;
-  }
-  const json* property(const json& report, const std::string& name) {
-    for (const json& p : report.at("properties")) {
-      if (p.at("name") == name) return &p;
-    }
-    return nullptr;
   }
   std::string archive_, trees_;
 };
@@ -426,37 +428,49 @@ TEST_F(RealCode, ThePlacementPropertyChecksProposalS1sGrouping) {
       << p->at("failure");
 }
 
+// The distributed-checkpoint property on `tree` (verify's cases), which must fail on an
+// `empty bucket encountered` save: its shrunk case.
+json empty_bucket_case(const std::string& tree) {
+  const char* name = "DistributedCheckpoint.ResumeEqualsNoInterruption";
+  const auto r = verify(tree + " --only " + name);
+  EXPECT_EQ(r.status, 1) << r.output;
+  const json report = json::parse(r.output);
+  const json* p = property(report, name);
+  if (p == nullptr) {
+    ADD_FAILURE() << name << " did not run: " << r.output;
+    return json::object();
+  }
+  EXPECT_NE(p->at("failure").get<std::string>().find(
+                "save raised AssertionError: empty bucket encountered"),
+            std::string::npos)
+      << p->at("failure");
+  return p->at("case");
+}
+
+// shardcheck-replay of the case file `file` against the real code of `tree`.
+testing::CommandResult replay_real(const std::string& tree, const std::string& file) {
+  return testing::run_command("PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + tree +
+                              " " + SC_BUILD_DIR + "/bin/shardcheck-replay " + file + " 2>&1");
+}
+
 // F13, found by the distributed-checkpoint property on its own in the real code: on the tree with
 // every finding's patch but F13's, a DP group whose bucket leaves a rank only end padding cannot
 // save in dp_reshardable (Megatron's default); the case shrinks to one parameter of one element
 // at dp >= 2, and resumes bit for bit with F13's patch (the tree with every patch) and at dp 1.
 TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF13OnItsOwn) {
-  const char* name = "DistributedCheckpoint.ResumeEqualsNoInterruption";
-  const auto r = verify(trees_ + "/" + testing::every_patch_but("F13") + " --only " + name);
-  ASSERT_EQ(r.status, 1) << r.output;
-  const json report = json::parse(r.output);
-  const json* p = property(report, name);
-  ASSERT_NE(p, nullptr);
-  EXPECT_NE(p->at("failure").get<std::string>().find(
-                "save raised AssertionError: empty bucket encountered"),
-            std::string::npos)
-      << p->at("failure");
-  json c = p->at("case");
+  json c = empty_bucket_case(trees_ + "/" + testing::every_patch_but("F13"));
+  ASSERT_TRUE(c.contains("case")) << c.dump(2);
   EXPECT_EQ(c.at("case").at("params").size(), 1u) << c.dump(2);
   EXPECT_EQ(c.at("case").at("params").at(0).at("shape"), json::array({1}));
   EXPECT_GE(c.at("case").at("dp").get<int>(), 2);
-  const auto replay = [&](const json& case_json, const std::string& file) {
-    const fs::path at = fs::path(trees_) / file;
-    std::ofstream(at) << case_json.dump(2);
-    return testing::run_command("PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ +
-                                "/d8b71082-pr6982-all " + SC_BUILD_DIR + "/bin/shardcheck-replay " +
-                                at.string() + " 2>&1");
-  };
-  const auto fixed = replay(c, "f13-with-its-patch.json");
-  EXPECT_EQ(fixed.status, 0) << fixed.output;
-  c["case"]["dp"] = 1;
-  const auto dp1 = replay(c, "f13-at-dp-1.json");
-  EXPECT_EQ(dp1.status, 0) << dp1.output;
+  const std::string all = trees_ + "/d8b71082-pr6982-all";
+  for (const int dp : {c.at("case").at("dp").get<int>(), 1}) {
+    c["case"]["dp"] = dp;
+    const fs::path at = fs::path(trees_) / ("f13-at-dp-" + std::to_string(dp) + ".json");
+    std::ofstream(at) << c.dump(2);
+    const auto r = replay_real(all, at.string());
+    EXPECT_EQ(r.status, 0) << "dp " << dp << ": " << r.output;
+  }
 }
 
 // F15, found by the same property on the tree with every patch, F13's included: a rank whose
@@ -464,21 +478,13 @@ TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF13OnItsOwn) {
 // the checkpoint's unpadded size, so F13's fix leaves it asserting) cannot save. Its literal
 // case: two 1-element bf16 params at dp 4, DP rank 1's shard [32, 64) between them.
 TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF15OnTheTreeWithEveryPatch) {
-  const char* name = "DistributedCheckpoint.ResumeEqualsNoInterruption";
-  const auto r = verify(trees_ + "/d8b71082-pr6982-all --only " + name);
-  ASSERT_EQ(r.status, 1) << r.output;
-  const json report = json::parse(r.output);
-  const json* p = property(report, name);
-  ASSERT_NE(p, nullptr);
-  EXPECT_NE(p->at("failure").get<std::string>().find(
-                "save raised AssertionError: empty bucket encountered"),
-            std::string::npos)
-      << p->at("failure");
-  EXPECT_GE(p->at("case").at("case").at("params").size(), 2u) << p->at("case").dump(2);
-  const auto literal = testing::run_command(
-      "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ + "/d8b71082-pr6982-all " +
-      SC_BUILD_DIR + "/bin/shardcheck-replay " + SC_SOURCE_DIR +
-      "/tests/real_code/f15_dp_reshardable_shard_inside_param_alignment_padding.json 2>&1");
+  const std::string all = trees_ + "/d8b71082-pr6982-all";
+  const json c = empty_bucket_case(all);
+  ASSERT_TRUE(c.contains("case")) << c.dump(2);
+  EXPECT_GE(c.at("case").at("params").size(), 2u) << c.dump(2);
+  const auto literal = replay_real(
+      all, std::string(SC_SOURCE_DIR) +
+               "/tests/real_code/f15_dp_reshardable_shard_inside_param_alignment_padding.json");
   EXPECT_EQ(literal.status, 1) << literal.output;
   EXPECT_NE(literal.output.find("DP rank 1's save raised AssertionError: empty bucket encountered"),
             std::string::npos)
@@ -491,10 +497,10 @@ TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF15OnTheTreeWithEveryPatch
 // The save now keeps every rank's pieces and the load lays them over the weights, as real ranks'
 // all-gathered weights hold them: the case resumes bit for bit.
 TEST_F(RealCode, TheOneProcessCheckpointHoldsEveryRanksSteppedPieces) {
-  const auto r = testing::run_command(
-      "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ + "/d8b71082-pr6982-all " +
-      SC_BUILD_DIR + "/bin/shardcheck-replay " + SC_SOURCE_DIR +
-      "/tests/real_code/p6-one-process-checkpoint-without-the-param-all-gather.json 2>&1");
+  const auto r = replay_real(
+      trees_ + "/d8b71082-pr6982-all",
+      std::string(SC_SOURCE_DIR) +
+          "/tests/real_code/p6-one-process-checkpoint-without-the-param-all-gather.json");
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
