@@ -51,13 +51,25 @@ def fixed_upstream(name, ids):
             and os.path.isfile(os.path.join(PATCHES, name, f"{i.upper()}.fixed-upstream"))}
 
 
+def required(patch_id):
+    """The ids of the patches the header of finding `patch_id`'s patch requires ("Requires: F13"),
+    which its tree carries too (scripts/megatron-trees)."""
+    for file in os.listdir(PATCHES):
+        if file.startswith(f"{patch_id.upper()}-") and file.endswith(".patch"):
+            with open(os.path.join(PATCHES, file), encoding="utf-8") as f:
+                header = f.read().split("\ndiff --git", 1)[0]
+            return {r.lower() for line in header.splitlines() if line.startswith("Requires: ")
+                    for r in line.split()[1:]}
+    return set()
+
+
 def trees(root, name, ids):
     """[(tree path, set of patch ids it carries)] for every tree that exists; a finding fixed
     upstream counts as carried by every tree."""
     fixed = fixed_upstream(name, ids)
     findings = [i for i in ids if i != "pr6982" and i not in fixed]
     wanted = [(name, set()), (f"{name}-pr6982", {"pr6982"})]
-    wanted += [(f"{name}-pr6982-{f.upper()}", {"pr6982", f}) for f in findings]
+    wanted += [(f"{name}-pr6982-{f.upper()}", {"pr6982", f, *required(f)}) for f in findings]
     wanted.append((f"{name}-pr6982-all", set(ids)))
     found = [(os.path.join(root, t), carried | fixed) for t, carried in wanted]
     missing = [t for t, _ in found if not os.path.isdir(t)]
