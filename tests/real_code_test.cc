@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -19,8 +20,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sim/rig/megatron_worker.h"
 #include "tests/support/command.h"
@@ -249,8 +252,8 @@ TEST_F(Review, F3sOwnPatchIsFixedByThePatchWithNothingNewlyFailing) {
     EXPECT_NE(p.at("verdict"), "newly failing") << p.dump(2);
     if (p.at("verdict") == "fixed by the patch") {
       EXPECT_EQ(p.at("name"), "HybridOptimizerState.CommandSequencesMatchTheReference");
-      EXPECT_EQ(p.at("before").at("case").at("megatron").at("patches").size(), 14u)
-          << "the seed fix and thirteen findings' patches: all but F3's";
+      EXPECT_EQ(p.at("before").at("case").at("megatron").at("patches").size(), 16u)
+          << "the seed fix and fifteen findings' patches: all but F3's";
       ++fixed;
     }
   }
@@ -282,20 +285,22 @@ TEST_F(Review, BadInputExitsTwo) {
   }
 }
 
-// Each finding's patch alone (patches/FN-*.patch on the seed fix, unpacked by
-// scripts/megatron-trees) fixes its finding in the real code: the finding's regression case
-// fails on the tree with the seed fix and holds on that tree with the patch (its case under
-// tests/regressions/, or tests/real_code/ for a case only the real code has). F12's property is
-// not replayable from a case file; it runs at the cases where it found F12. A case that needs a
-// gathered checkpoint (F7, F8, F9) cannot run there, and F14's (tests/real_ranks/) meets F8 and
-// F9 first on the seed fix alone: their Megatron-style tests decide them.
+// Each finding's patch alone (patches/FN-*.patch on the seed fix, after the patches its header
+// requires, unpacked by scripts/megatron-trees) fixes its finding in the real code: the finding's
+// regression case fails on the tree with the seed fix and holds on that tree with the patch (its
+// case under tests/regressions/, or tests/real_code/ for a case only the real code has). F12's
+// property is not replayable from a case file; it runs at the cases where it found F12. A case that
+// needs a gathered checkpoint (F7, F8, F9) cannot run there, and F14's (tests/real_ranks/) meets F8
+// and F9 first on the seed fix alone: their Megatron-style tests decide them.
 TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
   // The port's corpus, and the cases only the real code has (tests/real_code/).
   const std::vector<std::string> case_dirs = {std::string(SC_SOURCE_DIR) + "/tests/regressions/",
                                               std::string(SC_SOURCE_DIR) + "/tests/real_code/"};
   // Exit 2 where the finding has no case to replay here.
   const auto replay = [&](const std::string& tree, const std::string& finding) {
-    std::string command = "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + tree + " ";
+    // Exported: a finding with several cases replays each, and every replay needs them.
+    std::string command =
+        "export PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + tree + "; ";
     bool found = finding == "F12";
     if (finding == "F12") {
       command += "RC_PARAMS='max_success=15 seed=11' " + std::string(SC_BUILD_DIR) +
@@ -308,7 +313,8 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
         for (const auto& e : fs::directory_iterator(dir)) {
           const std::string name = e.path().filename().string();
           if (name.rfind(prefix + "_", 0) == 0 && e.path().extension() == ".json") {
-            command += std::string(SC_BUILD_DIR) + "/bin/shardcheck-replay " + e.path().string();
+            command += std::string(found ? " && " : "") + SC_BUILD_DIR + "/bin/shardcheck-replay " +
+                       e.path().string();
             found = true;
           }
         }
@@ -428,9 +434,9 @@ TEST_F(RealCode, ThePlacementPropertyChecksProposalS1sGrouping) {
       << p->at("failure");
 }
 
-// The distributed-checkpoint property on `tree` (verify's cases), which must fail on an
-// `empty bucket encountered` save: its shrunk case.
-json empty_bucket_case(const std::string& tree) {
+// The distributed-checkpoint property on `tree` (verify's cases), which must fail with `failure`
+// in its report: its shrunk case.
+json checkpoint_failure_case(const std::string& tree, const std::string& failure) {
   const char* name = "DistributedCheckpoint.ResumeEqualsNoInterruption";
   const auto r = verify(tree + " --only " + name);
   EXPECT_EQ(r.status, 1) << r.output;
@@ -440,11 +446,14 @@ json empty_bucket_case(const std::string& tree) {
     ADD_FAILURE() << name << " did not run: " << r.output;
     return json::object();
   }
-  EXPECT_NE(p->at("failure").get<std::string>().find(
-                "save raised AssertionError: empty bucket encountered"),
-            std::string::npos)
+  EXPECT_NE(p->at("failure").get<std::string>().find(failure), std::string::npos)
       << p->at("failure");
   return p->at("case");
+}
+
+// The same, failing on an `empty bucket encountered` save (F13, F15).
+json empty_bucket_case(const std::string& tree) {
+  return checkpoint_failure_case(tree, "save raised AssertionError: empty bucket encountered");
 }
 
 // shardcheck-replay of the case file `file` against the real code of `tree`.
@@ -473,22 +482,114 @@ TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF13OnItsOwn) {
   }
 }
 
-// F15, found by the same property on the tree with every patch, F13's included: a rank whose
-// shard of a bucket lies wholly in the 64-element alignment padding between two params (inside
-// the checkpoint's unpadded size, so F13's fix leaves it asserting) cannot save. Its literal
-// case: two 1-element bf16 params at dp 4, DP rank 1's shard [32, 64) between them.
-TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF15OnTheTreeWithEveryPatch) {
-  const std::string all = trees_ + "/d8b71082-pr6982-all";
-  const json c = empty_bucket_case(all);
+// F15, found by the same property on the tree with every patch but F15's (F13's included): a rank
+// whose shard of a bucket lies wholly in the 64-element alignment padding between two params
+// (inside the checkpoint's unpadded size, so F13's fix leaves it asserting) cannot save. Its
+// literal case: two 1-element bf16 params at dp 4, DP rank 1's shard [32, 64) between them. With
+// F15's patch it resumes bit for bit; with the patch's skip of that rank but not its padding
+// (rank 0 saving on through the skipped shard) the save leaves [32, 64) of every bucket tensor
+// unwritten, which torch_dist's plan check refuses.
+TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF15OnItsOwn) {
+  const std::string without = trees_ + "/" + testing::every_patch_but("F15");
+  const json c = empty_bucket_case(without);
   ASSERT_TRUE(c.contains("case")) << c.dump(2);
   EXPECT_GE(c.at("case").at("params").size(), 2u) << c.dump(2);
-  const auto literal = replay_real(
-      all, std::string(SC_SOURCE_DIR) +
-               "/tests/real_code/f15_dp_reshardable_shard_inside_param_alignment_padding.json");
-  EXPECT_EQ(literal.status, 1) << literal.output;
-  EXPECT_NE(literal.output.find("DP rank 1's save raised AssertionError: empty bucket encountered"),
+  const std::string literal =
+      std::string(SC_SOURCE_DIR) +
+      "/tests/real_code/f15_dp_reshardable_shard_inside_param_alignment_padding.json";
+  const auto before = replay_real(without, literal);
+  EXPECT_EQ(before.status, 1) << before.output;
+  EXPECT_NE(before.output.find("DP rank 1's save raised AssertionError: empty bucket encountered"),
             std::string::npos)
-      << literal.output;
+      << before.output;
+  const std::string all = trees_ + "/d8b71082-pr6982-all";
+  const fs::path shrunk = fs::path(trees_) / "f15-shrunk.json";
+  std::ofstream(shrunk) << c.dump(2);
+  // A first draft of the patch padded rank 0's param on over rank 1's half of it: the plan check
+  // refused the overlap.
+  const std::string over_two_shards =
+      std::string(SC_SOURCE_DIR) +
+      "/tests/real_code/patch-draft-f15-one-param-over-two-shards.json";
+  for (const std::string& file : {literal, shrunk.string(), over_two_shards}) {
+    const auto r = replay_real(all, file);
+    EXPECT_EQ(r.status, 0) << file << ": " << r.output;
+  }
+  const std::string half = trees_ + "/d8b71082-pr6982-all-F15-without-its-padding";
+  const auto made = testing::run_command(
+      "rm -rf " + half + " && cp -r " + all + " " + half + " && sed -i 's/next_param_start = " +
+      "max(gbuf_local_numel, next_shard_start - shard_start)/next_param_start = " +
+      "gbuf_local_numel/' " + half + "/megatron/core/optimizer/distrib_optimizer.py && grep -c " +
+      "'next_param_start = gbuf_local_numel$' " + half +
+      "/megatron/core/optimizer/distrib_optimizer.py 2>&1");
+  ASSERT_EQ(made.status, 0) << made.output;
+  const auto r = replay_real(half, literal);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("validation of its global plan: optimizer.distributed.dp_group_idx_0"
+                          ".gbuf_idx_0.dtype_(torch.bfloat16, torch.bfloat16).bucket_idx_0."
+                          "exp_avg: the chunks hold 33 of its 65 elements"),
+            std::string::npos)
+      << r.output;
+}
+
+// F16, found by the same property on the tree with every patch but F16's: a bucket split before
+// a shared embedding keeps the alignment padding after its last param in its unpadded size, the
+// checkpoint tensors' global shape, while the dp_reshardable save pads that param's state on to
+// the shard's padded end: the chunk lies past the tensor, which torch_dist's plan check refuses.
+// Its literal case: two 1-element fp16 params at dp 1, the second a shared embedding (bucket 0
+// of 64 elements unpadded, 128 padded). With F16's patch both it and the shrunk case resume.
+TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF16OnItsOwn) {
+  const std::string without = trees_ + "/" + testing::every_patch_but("F16");
+  const json c = checkpoint_failure_case(without, "validation of its global plan");
+  ASSERT_TRUE(c.contains("case")) << c.dump(2);
+  const json& params = c.at("case").at("params");
+  EXPECT_TRUE(std::any_of(params.begin(), params.end(), [](const json& p) {
+    return p.at("shared_embedding").get<bool>();
+  })) << c.dump(2);
+  const std::string literal =
+      std::string(SC_SOURCE_DIR) +
+      "/tests/real_code/f16_dp_reshardable_padding_past_the_unpadded_bucket.json";
+  const auto before = replay_real(without, literal);
+  EXPECT_EQ(before.status, 1) << before.output;
+  EXPECT_NE(before.output.find("bucket_idx_0.exp_avg: chunk at (1,) of shape (127,) lies outside "
+                               "(64,)"),
+            std::string::npos)
+      << before.output;
+  const fs::path shrunk = fs::path(trees_) / "f16-shrunk.json";
+  std::ofstream(shrunk) << c.dump(2);
+  for (const std::string& file : {literal, shrunk.string()}) {
+    const auto r = replay_real(trees_ + "/d8b71082-pr6982-all", file);
+    EXPECT_EQ(r.status, 0) << file << ": " << r.output;
+  }
+}
+
+// The worker's check of the save plan against Megatron's own torch_dist save
+// (tests/real_code/plan_check_against_torch_dist.py, in the peers' environment, whose psutil the
+// asynchronous writer needs): on one rank's chunks of one tensor both accept the tensor covered
+// once and a hole (torch checks the volume only for more than one rank), and both refuse F16's
+// chunk past the tensor's end and two chunks over one element.
+TEST_F(RealCode, ThePlanCheckAgreesWithTorchDistsOwnSave) {
+  const char* python = std::getenv("SC_PEERS_PYTHON");
+  if (python == nullptr || *python == '\0') {
+    if (std::getenv("SC_REQUIRE_PEERS") != nullptr) FAIL() << "SC_PEERS_PYTHON is not set";
+    GTEST_SKIP() << "no peers' environment (SC_PEERS_PYTHON): scripts/test sets it";
+  }
+  const auto r = testing::run_command(std::string(python) + " " + SC_SOURCE_DIR +
+                                      "/tests/real_code/plan_check_against_torch_dist.py " +
+                                      trees_ + "/d8b71082-pr6982-all 2>/dev/null");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::vector<std::string> verdicts;
+  for (std::string line; std::getline(lines, line);) {
+    const json v = json::parse(line);
+    const auto first_word = [](const json& s) {
+      const std::string text = s.get<std::string>();
+      return text.substr(0, text.find(':'));
+    };
+    EXPECT_EQ(first_word(v.at("worker")), first_word(v.at("torch_dist"))) << line;
+    verdicts.push_back(first_word(v.at("torch_dist")));
+  }
+  EXPECT_EQ(verdicts, (std::vector<std::string>{"accepted", "refused", "refused", "accepted"}))
+      << r.output;
 }
 
 // P6: the one-process emulation runs no param all-gather, so DP rank 0's weights, the main

@@ -13,11 +13,15 @@ each main replica's data by where it goes (its key and global offset), and rank 
 which every rank loads. With the DP ranks emulated in one process it is this process's memory;
 on real ranks (one process each) it is a directory the group shares, one file per rank
 (save_to, load_from). dist_checkpointing's own save and load, which gather and check the ranks'
-plans with collectives, are not called: its extract, merge and replica functions are.
+plans with collectives, are not called: its extract, merge and replica functions are. What the
+torch_dist save's coordinator checks of the gathered plans is checked here before any load
+(validate_plan): a save whose main replicas leave part of a tensor unwritten, or write part of
+it twice, fails there as it does in torch.distributed.checkpoint's global plan.
 """
 
 import copy
 import importlib
+import math
 import os
 
 import torch
@@ -40,6 +44,10 @@ class Saved:
     def __init__(self, sharding_type=SHARDING_TYPE):
         self.sharding_type = sharding_type
         self.shards, self.common, self.error = {}, None, None
+        # What the save plans hold: each tensor key's global shape and the (offset, shape) of
+        # every main replica's chunk of it, how many ranks saved and how many the DP group has
+        # (see validate_plan).
+        self.shapes, self.chunks, self.ranks, self.group = {}, {}, 0, 0
         self.pieces = []  # one process only: (model key, flat start, values), see _owned_pieces
 
 
@@ -114,10 +122,51 @@ def save(rank, saved):
     for value in dict_utils.nested_values(sharded):
         if mapping.is_main_replica(value.replica_id):
             saved.shards[_where(value)] = _copied(value.data)
+            _plan(saved, value, mapping)
+    saved.ranks += 1
+    saved.group = rank.dist.data_parallel_group.size()
     if rank.rank == 0:
         saved.common = _copied(common)
     if rank.world is None:
         saved.pieces.extend(_owned_pieces(rank))
+
+
+def _plan(saved, value, mapping):
+    """Records the chunk a main replica's ShardedTensor writes, as torch_dist's save plan has it."""
+    if not isinstance(value, mapping.ShardedTensor) or value.flattened_range is not None:
+        return  # objects are bytes; no format saved here has flattened tensors
+    saved.shapes[value.key] = tuple(value.global_shape)
+    saved.chunks.setdefault(value.key, []).append(
+        (tuple(value.global_offset), tuple(value.local_shape)))
+
+
+def _overlap(a, b):
+    return all(ao < bo + bs and bo < ao + as_ for ao, as_, bo, bs in zip(*a, *b))
+
+
+def _key_problems(shape, chunks, whole):
+    problems = [f"chunk at {o} of shape {s} lies outside {shape}" for o, s in chunks
+                if any(x < 0 or x + n > g for x, n, g in zip(o, s, shape))]
+    problems += [f"chunks at {a[0]} and {b[0]} overlap"
+                 for i, a in enumerate(chunks) for b in chunks[i + 1:] if _overlap(a, b)]
+    volume, want = sum(math.prod(s) for _, s in chunks), math.prod(shape)
+    if whole and volume != want:
+        problems.append(f"the chunks hold {volume} of its {want} elements")
+    return problems
+
+
+def validate_plan(saved):
+    """Raises where the saved main replicas would fail the global plan the torch_dist save's
+    coordinator validates (torch.distributed.checkpoint, torch 2.11: every chunk inside its
+    tensor, no two chunks of a tensor overlapping, and, with more than one rank, the chunks'
+    volume the tensor's). The volume only where every rank of the DP group saved: above DP 8
+    the properties build a sample of the ranks, whose chunks cover part of each tensor."""
+    whole = saved.ranks > 1 and saved.ranks == saved.group
+    problems = [f"{key}: {p}" for key, shape in sorted(saved.shapes.items()) if shape
+                for p in _key_problems(shape, saved.chunks[key], whole)]
+    if problems:
+        raise RuntimeError("the save fails torch.distributed.checkpoint's validation of its "
+                           "global plan: " + "; ".join(problems))
 
 
 def _read(value, shards, mapping):
@@ -139,6 +188,7 @@ def load(rank, saved):
         raise saved.error
     if saved.common is None:
         raise ValueError("the checkpoint has no common state: DP rank 0 did not save its part")
+    validate_plan(saved)
     utils, dict_utils, mapping = _modules()
     nonpersistent, persistent = utils.extract_nonpersistent(
         _sharded_state_dict(rank, True, saved.sharding_type))
@@ -188,7 +238,8 @@ def save_to(rank, directory, sharding_type):
     saved = Saved(sharding_type)
     save(rank, saved)
     part = {"sharding_type": sharding_type, "shards": _host(saved.shards),
-            "common": _host(saved.common),
+            "common": _host(saved.common), "shapes": saved.shapes, "chunks": saved.chunks,
+            "group": saved.group,
             "error": None if saved.error is None else str(saved.error)}
     torch.save(part, os.path.join(directory, f"{_file_prefix(rank)}dp{rank.rank}.pt"))
 
@@ -206,6 +257,11 @@ def load_from(rank, directory):
         part = torch.load(os.path.join(directory, name), weights_only=False)
         saved = saved or Saved(part["sharding_type"])
         saved.shards.update(part["shards"])
+        saved.shapes.update(part["shapes"])
+        for key, chunks in part["chunks"].items():
+            saved.chunks.setdefault(key, []).extend(chunks)
+        saved.ranks += 1
+        saved.group = part["group"]
         if part["common"] is not None:
             saved.common = part["common"]
         if part["error"] is not None and saved.error is None:

@@ -456,6 +456,33 @@ def check_te_arithmetic():
     assert torch.equal(joined.view(torch.int32), master.view(torch.int32)), (joined, master)
 
 
+def check_plan_validation():
+    """The distributed checkpoint's check of the save plan (torch_dist's coordinator's): a bucket
+    tensor of 65 elements that 4 ranks write as [0, 1) and [64, 65) misses 63 of them (F15 with
+    its end padding left out); with [1, 64) written too it holds; two chunks over one element
+    overlap; a chunk past the tensor's end lies outside; one rank alone is not checked for
+    volume, as torch checks it only for more than one, nor a sample of the group's ranks."""
+    import dist_checkpoint
+
+    def problems(chunks, ranks=4, group=4):
+        saved = dist_checkpoint.Saved()
+        saved.shapes, saved.chunks = {"k": (65,)}, {"k": chunks}
+        saved.ranks, saved.group = ranks, group
+        try:
+            dist_checkpoint.validate_plan(saved)
+        except RuntimeError as e:
+            return str(e)
+        return ""
+
+    assert "k: the chunks hold 2 of its 65 elements" in problems([((0,), (1,)), ((64,), (1,))])
+    assert problems([((0,), (1,)), ((1,), (63,)), ((64,), (1,))]) == ""
+    assert "k: chunks at (0,) and (0,) overlap" in problems([((0,), (1,)), ((0,), (65,))])
+    assert "k: chunk at (60,) of shape (6,) lies outside (65,)" in problems(
+        [((0,), (60,)), ((60,), (6,))])
+    assert problems([((0,), (1,))], ranks=1, group=1) == ""
+    assert problems([((0,), (1,)), ((64,), (1,))], ranks=2) == ""
+
+
 def check_quit(tree):
     worker = Worker(tree)
     assert worker("quit") == {"id": 1, "ok": True}
@@ -600,6 +627,7 @@ def main():
         ("hybrid optimizer placement, 16-bit params", lambda: check_offload(worker)),
         ("set/reload/zero_grad/drop/errors, TE stand-in", lambda: check_requests(worker)),
         ("TE stand-in arithmetic", check_te_arithmetic),
+        ("distributed checkpoint: the save plan's coverage checked", check_plan_validation),
         ("loss scaler: skip on inf/NaN here or elsewhere, unscaled step", lambda:
          check_loss_scaler(worker)),
         ("clipping and zero count through the grad-stats stand-in, loss-scaled too", lambda:
