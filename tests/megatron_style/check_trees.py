@@ -18,6 +18,7 @@ Exit 0 when every outcome is the expected one, 1 otherwise, 2 on bad input; each
 printed with the command that replays it.
 """
 
+import contextlib
 import importlib
 import os
 import re
@@ -104,6 +105,7 @@ def run_child(pytest, arguments, output):
     exits with pytest's status (3, its internal error, if pytest.main raises) and never returns."""
     status = 3
     try:
+        os.setpgid(0, 0)  # its own process group, which run_pytest ends with it
         os.dup2(output.fileno(), 1)
         os.dup2(output.fileno(), 2)
         status = int(pytest.main(arguments))
@@ -117,7 +119,10 @@ def run_child(pytest, arguments, output):
 
 def run_pytest(pytest, arguments, output_path):
     """(pytest's exit status, its output) for pytest.main(arguments) in a forked child, which
-    writes its output to `output_path`; the status is -N if signal N killed the child."""
+    writes its output to `output_path`; the status is -N if signal N killed the child. What the
+    child left running in its process group is killed: where psutil is installed, Megatron's
+    asynchronous torch_dist writer starts a worker process (and multiprocessing's resource
+    tracker) that the child's os._exit leaves behind."""
     with open(output_path, "wb") as output:
         sys.stdout.flush()  # else the child would inherit, and write again, what is buffered
         sys.stderr.flush()
@@ -130,6 +135,9 @@ def run_pytest(pytest, arguments, output_path):
             os.kill(child, signal.SIGKILL)
             os.waitpid(child, 0)
             raise
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child, signal.SIGKILL)
     with open(output_path, "rb") as output:
         return os.waitstatus_to_exitcode(wait_status), output.read().decode(errors="replace")
 
