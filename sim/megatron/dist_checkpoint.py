@@ -21,6 +21,7 @@ it twice, fails there as it does in torch.distributed.checkpoint's global plan.
 
 import copy
 import importlib
+import importlib.util
 import math
 import os
 
@@ -227,14 +228,53 @@ def _host(value):
     return value
 
 
+def torch_dist_writer(rank):
+    """Whether this real rank's world saves and loads through Megatron's own torch_dist strategy
+    (dist_checkpointing.save and load, collective over the world): where psutil, which its
+    asynchronous writer needs, is installed, and the world is one DP group (with expert
+    parallelism the ranks hold different experts under the same keys, and write files of
+    their own, see _file_prefix)."""
+    return (importlib.util.find_spec("psutil") is not None
+            and rank.world.expert_parallel(rank.case) == 1)
+
+
+def _save_torch_dist(rank, directory, sharding_type):
+    """Every rank builds its sharded state dict, then all save it through the torch_dist
+    strategy; a rank whose build raised is named on every rank before any collective of the
+    save, which would otherwise wait for it."""
+    try:
+        state, failure = _sharded_state_dict(rank, False, sharding_type), ""
+    except Exception as e:  # noqa: BLE001 - named on every rank below
+        state, failure = None, f"{type(e).__name__}: {e}".rstrip(": ")
+    failures = [None] * rank.world.size
+    torch.distributed.all_gather_object(failures, failure)
+    for i, failed in enumerate(failures):
+        if failed:
+            raise RuntimeError(f"DP rank {i}'s save raised {failed}")
+    importlib.import_module("megatron.core.dist_checkpointing").save(
+        state, directory, content_metadata={"distrib_optim_sharding_type": sharding_type})
+
+
+def _load_torch_dist(rank, directory):
+    dist_checkpointing = importlib.import_module("megatron.core.dist_checkpointing")
+    sharding_type = dist_checkpointing.load_content_metadata(directory)[
+        "distrib_optim_sharding_type"]
+    state = dist_checkpointing.load(_sharded_state_dict(rank, True, sharding_type), directory)
+    rank.dist.load_state_dict(state["optimizer"])
+
+
 def save_to(rank, directory, sharding_type):
     """Real ranks, every rank of the world at once (the fully_reshardable save all-gathers):
+    saves through Megatron's torch_dist strategy where torch_dist_writer says so; otherwise
     writes this rank's main replicas, and on DP rank 0 the common state, to its own file in
     `directory`."""
     _require_real(rank, directory, "save_sharded")
     if sharding_type not in REAL_RANKS_TYPES:
         raise ValueError(f"save_sharded: sharding type {sharding_type!r} is not one of "
                          f"{', '.join(REAL_RANKS_TYPES)}")
+    if torch_dist_writer(rank):
+        _save_torch_dist(rank, directory, sharding_type)
+        return
     saved = Saved(sharding_type)
     save(rank, saved)
     part = {"sharding_type": sharding_type, "shards": _host(saved.shards),
@@ -248,6 +288,9 @@ def load_from(rank, directory):
     """Resumes `rank` (freshly built, a real rank) from every file of its group in `directory`,
     as load() from memory."""
     _require_real(rank, directory, "load_sharded")
+    if os.path.exists(os.path.join(directory, "metadata.json")):  # torch_dist's
+        _load_torch_dist(rank, directory)
+        return
     prefix = _file_prefix(rank)
     names = sorted(n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".pt"))
     if not names:
