@@ -2,7 +2,7 @@
 
     check_trees.py TREES [NAME]
 
-A file named test_<id>_*.py belongs to the patch <id> (pr6982, f1, ..., f14). On each tree the
+A file named test_<id>_*.py belongs to the patch <id> (pr6982, f1, ..., f16). On each tree the
 file must pass exactly when the tree carries that patch: NAME (default d8b71082) has none,
 NAME-pr6982 the seed fix, NAME-pr6982-FN the seed fix and FN's patch, NAME-pr6982-all every one.
 A finding that patches/NAME/FN.fixed-upstream names as fixed in NAME has no NAME-pr6982-FN tree
