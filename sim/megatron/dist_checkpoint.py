@@ -10,13 +10,16 @@ on real ranks, `fully_reshardable` (--dist-ckpt-optim-fully-reshardable: the sav
 param state over the DP group and cuts it into model-space tensors).
 The storage is written by every DP rank of the group as the torch_dist strategy writes its files:
 each main replica's data by where it goes (its key and global offset), and rank 0's common state,
-which every rank loads. With the DP ranks emulated in one process it is this process's memory;
-on real ranks (one process each) it is a directory the group shares, one file per rank
-(save_to, load_from). dist_checkpointing's own save and load, which gather and check the ranks'
-plans with collectives, are not called: its extract, merge and replica functions are. What the
-torch_dist save's coordinator checks of the gathered plans is checked here before any load
+which every rank loads. With the DP ranks emulated in one process it is this process's memory,
+and dist_checkpointing's own save and load, which gather and check the ranks' plans with
+collectives, are not called: its extract, merge and replica functions are. What the torch_dist
+save's coordinator checks of the gathered plans is checked here before any load
 (validate_plan): a save whose main replicas leave part of a tensor unwritten, or write part of
-it twice, fails there as it does in torch.distributed.checkpoint's global plan.
+it twice, fails there as it does in torch.distributed.checkpoint's global plan. On real ranks
+(one process each) the checkpoint is a directory the group shares: where psutil is installed
+and the world has no expert parallelism, Megatron's own torch_dist save and load write and read
+it (torch_dist_writer); elsewhere one file per rank of ours, after the same plan check
+(save_to, load_from).
 """
 
 import copy
