@@ -14,8 +14,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -27,6 +27,7 @@
 #include "model/adamw.h"
 #include "sim/rig/fma_probe.h"
 #include "sim/rig/tolerances.h"
+#include "tests/support/peers_python.h"
 
 namespace {
 
@@ -45,13 +46,7 @@ struct Values {
 class PeerAdamW : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* python = std::getenv("SC_PEERS_PYTHON");
-    if (python == nullptr || *python == '\0') {
-      if (std::getenv("SC_REQUIRE_PEERS") != nullptr) {
-        FAIL() << "SC_PEERS_PYTHON is not set: scripts/python-env --peers makes the environment";
-      }
-      GTEST_SKIP() << "no peers' environment (SC_PEERS_PYTHON): scripts/test sets it";
-    }
+    SC_PEERS_PYTHON_OR_SKIP(python);
     python_ = python;
     char dir[] = "/tmp/shardcheck-peer-test.XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);

@@ -28,6 +28,7 @@
 #include "sim/rig/megatron_worker.h"
 #include "tests/support/command.h"
 #include "tests/support/megatron_trees.h"
+#include "tests/support/peers_python.h"
 
 namespace sc::rig {
 namespace {
@@ -535,7 +536,7 @@ TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF15OnItsOwn) {
 // a shared embedding keeps the alignment padding after its last param in its unpadded size, the
 // checkpoint tensors' global shape, while the dp_reshardable save pads that param's state on to
 // the shard's padded end: the chunk lies past the tensor, which torch_dist's plan check refuses.
-// Its literal case: two 1-element fp16 params at dp 1, the second a shared embedding (bucket 0
+// Its literal case: two 1-element fp16 params at dp 1, the first a shared embedding (bucket 0
 // of 64 elements unpadded, 128 padded). With F16's patch both it and the shrunk case resume.
 TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF16OnItsOwn) {
   const std::string without = trees_ + "/" + testing::every_patch_but("F16");
@@ -569,12 +570,8 @@ TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF16OnItsOwn) {
 // chunk past the tensor's end and two chunks over one element; on two ranks (processes over
 // Gloo) both accept the tensor covered and refuse the hole F15's patch without its padding left.
 TEST_F(RealCode, ThePlanCheckAgreesWithTorchDistsOwnSave) {
-  const char* python = std::getenv("SC_PEERS_PYTHON");
-  if (python == nullptr || *python == '\0') {
-    if (std::getenv("SC_REQUIRE_PEERS") != nullptr) FAIL() << "SC_PEERS_PYTHON is not set";
-    GTEST_SKIP() << "no peers' environment (SC_PEERS_PYTHON): scripts/test sets it";
-  }
-  const auto r = testing::run_command(std::string(python) + " " + SC_SOURCE_DIR +
+  SC_PEERS_PYTHON_OR_SKIP(python);
+  const auto r = testing::run_command(python + " " + SC_SOURCE_DIR +
                                       "/tests/real_code/plan_check_against_torch_dist.py " +
                                       trees_ + "/d8b71082-pr6982-all 2>/dev/null");
   ASSERT_EQ(r.status, 0) << r.output;
