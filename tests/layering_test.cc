@@ -15,9 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/source_tree.h"
+
 namespace {
 
 namespace fs = std::filesystem;
+using sc::testing::append_line;
+using sc::testing::copy_of_tree;
+using sc::testing::joined;
+using sc::testing::sources;
 
 // A layer: a folder of the tree and the layers it may include directly (lower ones).
 struct Layer {
@@ -83,26 +89,6 @@ std::set<std::string> reachable(const std::string& folder) {
       }
     }
   }
-  return out;
-}
-
-bool is_source(const fs::path& p) {
-  const std::string ext = p.extension().string();
-  return ext == ".h" || ext == ".cc" || ext == ".cu" || ext == ".cuh";
-}
-
-// The project's sources under `root`, relative, in the top folders the layers live in.
-std::vector<std::string> sources(const fs::path& root) {
-  std::vector<std::string> out;
-  for (const char* top : {"model", "sim", "properties", "tests", "bench", "fuzz"}) {
-    if (!fs::exists(root / top)) continue;
-    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
-      if (entry.is_regular_file() && is_source(entry.path())) {
-        out.push_back(fs::relative(entry.path(), root).generic_string());
-      }
-    }
-  }
-  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -198,27 +184,6 @@ std::vector<std::string> check_layers(const fs::path& root) {
   std::vector<std::string> out = upward_includes(graph);
   for (std::string& cycle : unit_cycles(graph)) out.push_back(std::move(cycle));
   return out;
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& line : lines) out += line + "\n";
-  return out;
-}
-
-// A copy of the tree's sources under a fresh temporary folder.
-fs::path copy_of_tree(const std::string& name) {
-  const fs::path copy = fs::temp_directory_path() / ("sc_layering_" + name);
-  fs::remove_all(copy);
-  for (const std::string& rel : sources(SC_SOURCE_DIR)) {
-    fs::create_directories((copy / rel).parent_path());
-    fs::copy_file(fs::path(SC_SOURCE_DIR) / rel, copy / rel);
-  }
-  return copy;
-}
-
-void append_line(const fs::path& file, const std::string& line) {
-  std::ofstream(file, std::ios::app) << line << "\n";
 }
 
 TEST(Layering, TheTreeFollowsTheLayerOrder) {
