@@ -278,6 +278,16 @@ class CheckpointDirectory {
   std::string path_;
 };
 
+// The real ranks of `s` that hold each instance rank (expert-parallel rank 0's), by instance
+// rank.
+std::vector<const rig::RankUnderTest*> instance_ranks_of(const Sides& s) {
+  std::vector<const rig::RankUnderTest*> out;
+  for (size_t g = 0; g < s.real.size(); g += static_cast<size_t>(s.ep)) {
+    out.push_back(s.real[g].get());
+  }
+  return out;
+}
+
 // One side's ranks and the world they run on.
 struct Group {
   rig::MegatronWorld& world;
@@ -306,19 +316,30 @@ std::string real_format_name(rig::GatheredFormat format) {
                                                 : "the fully_reshardable torch_dist checkpoint";
 }
 
-// Saves the real ranks of `a` in `format` and loads that into those of `z`; the port's ranks the
-// same through its gathered checkpoint of `format`. What either raises.
-Difference save_and_load(Group a, Group z, rig::GatheredFormat format) {
+// The real ranks of `a` (of `saved`) saved in `format` and loaded by those of `z` (of `loaded`):
+// what the save or load raised, else the first element of an instance rank's exp_avg, exp_avg_sq
+// or fp32 master, or a piece's step count, that did not come back.
+Difference real_round_trip(const model::CaseSpec& saved, const model::CaseSpec& loaded, Group a,
+                           Group z, rig::GatheredFormat format) {
   try {
     save_and_load_real(a, z, format);
   } catch (const rig::MegatronWorldFailed& e) {
     return "real ranks, saving or loading " + real_format_name(format) + ": " + e.what();
   }
+  const bool expert = a.sides.inst == model::Instance::kExpert;
+  return round_trip_difference(
+      saved, loaded, a.sides.inst, instance_ranks_of(a.sides), instance_ranks_of(z.sides),
+      std::string("real ranks, ") + (expert ? "expert " : "dense "), rig::format_name(format));
+}
+
+// The port's ranks of `a` saved through its gathered checkpoint of `format` and loaded by those
+// of `z`: what that raised.
+Difference port_save_and_load(const Sides& a, Sides& z, rig::GatheredFormat format) {
   std::vector<const rig::RankUnderTest*> port;
-  for (const auto& rank : a.sides.port) port.push_back(rank.get());
+  for (const auto& rank : a.port) port.push_back(rank.get());
   const std::string raised = raised_by([&] {
     const rig::GatheredCheckpoint saved = rig::save_gathered(port, format);
-    for (auto& rank : z.sides.port) rank->load_gathered(saved);
+    for (auto& rank : z.port) rank->load_gathered(saved);
   });
   if (!raised.empty()) {
     return std::string("the port's ") + rig::format_name(format) +
@@ -327,14 +348,15 @@ Difference save_and_load(Group a, Group z, rig::GatheredFormat format) {
   return std::nullopt;
 }
 
-// The real ranks of `s` that hold each instance rank (expert-parallel rank 0's), by instance
-// rank.
-std::vector<const rig::RankUnderTest*> instance_ranks_of(const Sides& s) {
-  std::vector<const rig::RankUnderTest*> out;
-  for (size_t g = 0; g < s.real.size(); g += static_cast<size_t>(s.ep)) {
-    out.push_back(s.real[g].get());
+// Saves the real ranks of `a` in `format` and loads that into those of `z`; the port's ranks the
+// same through its gathered checkpoint of `format`. What either raises.
+Difference save_and_load(Group a, Group z, rig::GatheredFormat format) {
+  try {
+    save_and_load_real(a, z, format);
+  } catch (const rig::MegatronWorldFailed& e) {
+    return "real ranks, saving or loading " + real_format_name(format) + ": " + e.what();
   }
-  return out;
+  return port_save_and_load(a.sides, z.sides, format);
 }
 
 // Each port rank of `z` against the real rank that holds it (model values left out: the real
@@ -468,13 +490,9 @@ void run_real_ranks_reshard(const model::CaseSpec& spec, const gen::Schedule& sc
     for (size_t k = 0; k < split; ++k) RC_PRE(step_real_and_port(spec, in[k], saving, a));
     Sides z = build(other, inst, behaviour, tree, loading, rig::initial_values(other, 4048), false);
     RC_PRE(!any_construction_error(z));
-    Difference d = save_and_load({saving, a}, {loading, z}, rig::GatheredFormat::kFullyReshardable);
-    if (!d) {
-      d = round_trip_difference(
-          spec, other, inst, instance_ranks_of(a), instance_ranks_of(z),
-          std::string("real ranks, ") + (inst == model::Instance::kExpert ? "expert " : "dense "),
-          "fully_reshardable");
-    }
+    Difference d = real_round_trip(spec, other, {saving, a}, {loading, z},
+                                   rig::GatheredFormat::kFullyReshardable);
+    if (!d) d = port_save_and_load(a, z, rig::GatheredFormat::kFullyReshardable);
     if (!d) d = port_difference(z);
     if (d) *d = "right after the load: " + *d;
     for (size_t k = split; !d && k < in.size(); ++k) {
@@ -488,6 +506,47 @@ void run_real_ranks_reshard(const model::CaseSpec& spec, const gen::Schedule& sc
       RC_LOG() << "saved at dp " << spec.dp << " (expert dp " << spec.expert_dp << ") after step "
                << split << ", loaded at dp " << other_dp << ", variant " << behaviour.name << ": "
                << *d << "\n";
+    }
+    RC_ASSERT(!d);
+  }
+}
+
+void run_real_ranks_round_trip(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                               rig::GatheredFormat format, int other_dp,
+                               const sut::Behaviour& behaviour, const rig::MegatronTarget& tree) {
+  model::CaseSpec other = spec;
+  if (other_dp > 0) other.dp = other.expert_dp = other_dp;
+  // A world of one rank as well: no gather crosses processes there, but the formats' code runs.
+  const auto served = [](const model::CaseSpec& c) { return c.dp == 1 || real_ranks_world(c); };
+  if (!served(spec) || !served(other)) {
+    throw rig::NotRunAgainstRealCode(
+        "gathered checkpoints run on real ranks, one worker per DP rank: dp " +
+        std::to_string(spec.dp) + " (expert dp " + std::to_string(spec.expert_dp) +
+        "), loaded at dp " + std::to_string(other.dp) +
+        ", is not a world of them (dp 1 or a power of two, expert dp dividing it)");
+  }
+  RC_CLASSIFY(format == rig::GatheredFormat::kDpZero, "dp_zero_gather_scatter");
+  RC_CLASSIFY(format == rig::GatheredFormat::kFullyReshardable, "fully_reshardable");
+  RC_CLASSIFY(other_dp > 0, "other DP size");
+  tag_coverage(spec);
+  rig::MegatronWorld& saving = rig::MegatronWorld::of(tree, static_cast<int>(spec.dp));
+  rig::MegatronWorld& loading = rig::MegatronWorld::of(tree, static_cast<int>(other.dp));
+  for (model::Instance inst : {model::Instance::kDense, model::Instance::kExpert}) {
+    if (!model::instance_present(spec, inst)) continue;
+    Sides a = build(spec, inst, behaviour, tree, saving, rig::initial_values(spec, 1000), false);
+    // Construction and refused steps are the other properties' business.
+    RC_PRE(!any_construction_error(a));
+    for (const gen::StepDraw& step : schedule.steps) {
+      const auto in = model::as_backward_delivers(spec, gen::materialise(spec, step));
+      RC_PRE(step_real_and_port(spec, in, saving, a));
+    }
+    Sides z = build(other, inst, behaviour, tree, loading, rig::initial_values(other, 3000), false);
+    RC_PRE(!any_construction_error(z));
+    const Difference d = real_round_trip(spec, other, {saving, a}, {loading, z}, format);
+    if (d) {
+      RC_LOG() << "saved at dp " << spec.dp << " (expert dp " << spec.expert_dp << ") after "
+               << schedule.steps.size() << " step(s), loaded at dp " << other.dp << ", "
+               << under_test(behaviour) << ": " << *d << "\n";
     }
     RC_ASSERT(!d);
   }

@@ -55,4 +55,16 @@ void run_real_ranks_reshard(const model::CaseSpec& spec, const gen::Schedule& sc
                             size_t split, int other_dp, const sut::Behaviour& behaviour,
                             const rig::MegatronTarget& tree);
 
+// DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState against real code: every rank
+// of each instance of `spec` steps through `schedule` on a world of spec.dp real ranks of `tree`,
+// the DP group saves in `format` (as run_real_ranks_resume does) and a fresh group with other
+// initial values loads it, on the same world or, for kFullyReshardable with `other_dp` > 0, on a
+// world of `other_dp` ranks (expert dp `other_dp`). RC_ASSERTs that nothing raises and that every
+// element of every parameter's exp_avg, exp_avg_sq and fp32 master and every piece's step count
+// come back bit for bit. Runs worlds of real_ranks_world and of one rank; throws
+// rig::NotRunAgainstRealCode for any other DP size.
+void run_real_ranks_round_trip(const model::CaseSpec& spec, const gen::Schedule& schedule,
+                               rig::GatheredFormat format, int other_dp,
+                               const sut::Behaviour& behaviour, const rig::MegatronTarget& tree);
+
 }  // namespace sc::props

@@ -440,11 +440,22 @@ std::vector<Property> checkpoint_properties() {
                   "rank 0, bucket-end padding stripped; the latter cut into model-space tensors), "
                   "and a fresh group (other initial values; for `fully_reshardable` often another "
                   "DP size) loads it: every element of every parameter's `exp_avg`, `exp_avg_sq` "
-                  "and fp32 master comes back bit for bit, and every piece's step count",
-                  {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"}, gen::gathered_case,
+                  "and fp32 master comes back bit for bit, and every piece's step count; against "
+                  "real code on real ranks (dp 2 or 4, one worker each over Gloo): Megatron's "
+                  "`torch` format and its `torch_dist` checkpoint sharded `fully_reshardable`",
+                  {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"},
+                  [] {
+                    return real_code_under_test() ? gen::real_ranks_gathered_case()
+                                                  : gen::gathered_case();
+                  },
                   [](const CaseInputs& in, const sut::Behaviour& b) {
-                    run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
-                                                 in.other_dp, b);
+                    if (!real_code_under_test()) {
+                      run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),
+                                                   in.other_dp, b);
+                      return;
+                    }
+                    run_real_ranks_round_trip(in.c, in.schedule, gathered_format(in), in.other_dp,
+                                              b, tree_or_fail());
                   },
                   {"checkpoint_format", "other_dp"}),
               {rig::Capability::kGatheredCheckpoints}),
@@ -470,9 +481,7 @@ Property real_ranks_resume(const char* name, const std::string& save, const std:
           "hybrid optimizer",
       std::move(killers), gen::real_ranks_resume_case,
       [format](const CaseInputs& in, const sut::Behaviour& b) {
-        const auto tree = megatron_tree();
-        if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");
-        run_real_ranks_resume(in.c, in.schedule, in.split, format, b, *tree);
+        run_real_ranks_resume(in.c, in.schedule, in.split, format, b, tree_or_fail());
       },
       {"split"});
   p.target = Target::kPortVsRealCode;
@@ -545,9 +554,7 @@ std::vector<Property> real_code_properties() {
       {"MEG-02", "MEG-03", "DS-06", "RULE-align-32", "RULE-threshold-after-adding",
        "TORCH-113-moment"},
       gen::case_and_schedule, [](const CaseInputs& in, const sut::Behaviour& b) {
-        const auto tree = megatron_tree();
-        if (!tree) RC_FAIL("RealCodeDiff needs a Megatron tree in SC_MEGATRON_TREE");
-        run_port_vs_real_code(in.c, in.schedule, b, *tree);
+        run_port_vs_real_code(in.c, in.schedule, b, tree_or_fail());
       });
   diff.target = Target::kPortVsRealCode;
   diff.not_on_real_code = "it runs the port and the real code side by side";
@@ -558,9 +565,7 @@ std::vector<Property> real_code_properties() {
       "rank holds what the one-process emulation and the port hold, bit for bit, and every "
       "rank's full parameters equal every other's and the owners' stepped pieces",
       {"MEG-02"}, gen::real_ranks_case, [](const CaseInputs& in, const sut::Behaviour& b) {
-        const auto tree = megatron_tree();
-        if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");
-        run_real_ranks(in.c, in.schedule, b, *tree);
+        run_real_ranks(in.c, in.schedule, b, tree_or_fail());
       });
   ranks.target = Target::kPortVsRealCode;
   ranks.not_on_real_code =
@@ -590,9 +595,7 @@ std::vector<Property> real_code_properties() {
       "what the loading ranks hold",
       {"patched-F7", "MEG-04"}, gen::real_ranks_reshard_case,
       [](const CaseInputs& in, const sut::Behaviour& b) {
-        const auto tree = megatron_tree();
-        if (!tree) RC_FAIL("RealRanks needs a Megatron tree in SC_MEGATRON_TREE");
-        run_real_ranks_reshard(in.c, in.schedule, in.split, in.other_dp, b, *tree);
+        run_real_ranks_reshard(in.c, in.schedule, in.split, in.other_dp, b, tree_or_fail());
       },
       {"split", "checkpoint_format", "other_dp"});
   reshard.target = Target::kPortVsRealCode;

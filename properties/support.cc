@@ -1,5 +1,7 @@
 #include "properties/support.h"
 
+#include <rapidcheck.h>
+
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -50,6 +52,12 @@ std::optional<rig::MegatronTarget> megatron_tree() {
   const char* tree = std::getenv("SC_MEGATRON_TREE");
   if (tree == nullptr || *tree == '\0') return std::nullopt;
   return rig::MegatronTarget{tree, false};
+}
+
+rig::MegatronTarget tree_or_fail() {
+  const auto tree = megatron_tree();
+  if (!tree) RC_FAIL("this property runs real code: name a Megatron tree in SC_MEGATRON_TREE");
+  return *tree;
 }
 
 bool real_code_under_test() {

@@ -25,6 +25,8 @@ torch::Device device();
 std::string raised_by(const std::function<void()>& f);
 // The Megatron tree named by SC_MEGATRON_TREE, or nullopt.
 std::optional<rig::MegatronTarget> megatron_tree();
+// The same inside a property that runs real code, which fails (RC_FAIL) without a tree.
+rig::MegatronTarget tree_or_fail();
 // Whether the properties run against real Megatron code: SC_SUT=megatron (with a tree in
 // SC_MEGATRON_TREE) rather than the port (SC_SUT unset or "port"). Exits 2 on any other value,
 // or on "megatron" without a tree.

@@ -42,8 +42,9 @@ std::string verify_command() {
 }
 
 // A few cases suffice: the seed case is found in the first ones.
-testing::CommandResult verify(const std::string& arguments) {
-  return testing::run_command("RC_PARAMS='max_success=15 seed=11' " + verify_command() + " " +
+testing::CommandResult verify(const std::string& arguments,
+                              const std::string& rc_params = "max_success=15 seed=11") {
+  return testing::run_command("RC_PARAMS='" + rc_params + "' " + verify_command() + " " +
                               arguments + " --json 2>/dev/null");
 }
 
@@ -125,10 +126,14 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
   // step reads fp32 grads cast on the D2H stream it never waits for), F11 (a state dict saved
   // before the first step cannot be loaded), F12 (clipping fp16 decoupled grads asserts) and
   // the distributed-checkpoint resume on F5 or F13 (a dp_reshardable save on a DP rank that owns
-  // only bucket padding asserts), whichever these cases meet first.
+  // only bucket padding asserts), and the gathered formats on real ranks on F7, F8 or F9,
+  // whichever these cases meet first.
   const auto failed = failures(report);
   EXPECT_EQ(r.status, 1);
-  ASSERT_EQ(failed.size(), 7u) << r.output;
+  ASSERT_EQ(failed.size(), 8u) << r.output;
+  EXPECT_NE(failed.at("DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState")
+                .find("real ranks, "),
+            std::string::npos);
   EXPECT_NE(failed.at("DistributedCheckpoint.ResumeEqualsNoInterruption")
                 .find("loading the distributed checkpoint raised: "),
             std::string::npos);
@@ -290,9 +295,10 @@ TEST_F(Review, BadInputExitsTwo) {
 // requires, unpacked by scripts/megatron-trees) fixes its finding in the real code: the finding's
 // regression case fails on the tree with the seed fix and holds on that tree with the patch (its
 // case under tests/regressions/, or tests/real_code/ for a case only the real code has). F12's
-// property is not replayable from a case file; it runs at the cases where it found F12. A case that
-// needs a gathered checkpoint (F7, F8, F9) cannot run there, and F14's (tests/real_ranks/) meets F8
-// and F9 first on the seed fix alone: their Megatron-style tests decide them.
+// property is not replayable from a case file; it runs at the cases where it found F12. The cases
+// of F7, F8 and F9 (gathered checkpoints at dp 1) run on a world of one real rank. F14's
+// (tests/real_ranks/) meets F8 and F9 first on the seed fix alone: its Megatron-style test
+// decides it.
 TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
   // The port's corpus, and the cases only the real code has (tests/real_code/).
   const std::vector<std::string> case_dirs = {std::string(SC_SOURCE_DIR) + "/tests/regressions/",
@@ -332,8 +338,8 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
     const std::string finding = name.substr(0, name.find('-'));
     const int without = replay(seed_fix, finding);
     if (without == 2) {
-      // Its case needs what the one-process worker does not serve (a gathered checkpoint, real
-      // ranks): its Megatron-style test decides it in the real code instead (check_trees.py).
+      // Its case needs what a replay does not serve (F14's real ranks beside the port): its
+      // Megatron-style test decides it in the real code instead (check_trees.py).
       std::string prefix = "test_" + finding;
       prefix[5] = 'f';
       bool tested = false;
@@ -349,7 +355,7 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
     EXPECT_EQ(replay(seed_fix + "-" + finding, finding), 0) << finding << " fails with " << name;
     ++checked;
   }
-  EXPECT_GE(checked, 6);
+  EXPECT_GE(checked, 9);
 }
 
 // The command-sequence property shrinks against the real code as the other properties do: on the
@@ -435,11 +441,11 @@ TEST_F(RealCode, ThePlacementPropertyChecksProposalS1sGrouping) {
       << p->at("failure");
 }
 
-// The distributed-checkpoint property on `tree` (verify's cases), which must fail with `failure`
-// in its report: its shrunk case.
-json checkpoint_failure_case(const std::string& tree, const std::string& failure) {
-  const char* name = "DistributedCheckpoint.ResumeEqualsNoInterruption";
-  const auto r = verify(tree + " --only " + name);
+// Property `name` on `tree` (RapidCheck's `rc_params`), which must fail with `failure` in its
+// report: its shrunk case.
+json failure_case(const std::string& name, const std::string& tree, const std::string& failure,
+                  const std::string& rc_params) {
+  const auto r = verify(tree + " --only " + name, rc_params);
   EXPECT_EQ(r.status, 1) << r.output;
   const json report = json::parse(r.output);
   const json* p = property(report, name);
@@ -450,6 +456,12 @@ json checkpoint_failure_case(const std::string& tree, const std::string& failure
   EXPECT_NE(p->at("failure").get<std::string>().find(failure), std::string::npos)
       << p->at("failure");
   return p->at("case");
+}
+
+// The distributed-checkpoint property on `tree` (verify's cases), which must fail with `failure`.
+json checkpoint_failure_case(const std::string& tree, const std::string& failure) {
+  return failure_case("DistributedCheckpoint.ResumeEqualsNoInterruption", tree, failure,
+                      "max_success=15 seed=11");
 }
 
 // The same, failing on an `empty bucket encountered` save (F13, F15).
@@ -563,6 +575,47 @@ TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF16OnItsOwn) {
   }
 }
 
+// F7, F8 and F9, found in the real code by the gathered-format property on its own, on real
+// ranks: on the tree with every patch but the finding's it fails and shrinks to three params at
+// most (F7 needs a shared embedding's bucket after another's padding); the shrunk case and the
+// finding's regression case (dp 1: a world of one real rank) pass on the tree with every patch, and
+// the regression case fails without the finding's patch. F9's load raises on every rank, which
+// stops the world, and each failing attempt of a shrink starts it afresh (six minutes to shrink to
+// one bf16 param of one element at dp 2, measured): here F9 is found without the shrink; F7's and
+// F8's wrong values leave the world running.
+TEST_F(RealCode, TheGatheredFormatsPropertyFindsF7F8AndF9OnTheirOwn) {
+  struct Finding {
+    std::string id, failure, regression, rc_params;
+  };
+  const std::vector<Finding> findings = {
+      {"F7", "after a fully_reshardable round trip: exp_avg: first difference at element 0",
+       "f7_fully_reshardable_reads_past_bucket_padding", "max_success=100 seed=3"},
+      {"F8", "after a dp_zero_gather_scatter round trip: fp32 master: first difference",
+       "f8_dp_zero_load_skips_hdo_sync", "max_success=60 seed=11"},
+      {"F9", "in set_scaled_state", "f9_dp_zero_remainders_as_master",
+       "max_success=60 seed=11 noshrink=1"},
+  };
+  const char* name = "DistributedCheckpoint.GatheredFormatsRoundTripTheOptimizerState";
+  for (const Finding& f : findings) {
+    SCOPED_TRACE(f.id);
+    const std::string without = trees_ + "/" + testing::every_patch_but(f.id);
+    const json c = failure_case(name, without, f.failure, f.rc_params);
+    ASSERT_TRUE(c.contains("case")) << c.dump(2);
+    if (f.rc_params.find("noshrink") == std::string::npos) {
+      EXPECT_LE(c.at("case").at("params").size(), 3u) << c.dump(2);
+    }
+    const fs::path shrunk = fs::path(trees_) / (f.id + "-gathered-shrunk.json");
+    std::ofstream(shrunk) << c.dump(2);
+    const std::string regression =
+        std::string(SC_SOURCE_DIR) + "/tests/regressions/" + f.regression + ".json";
+    EXPECT_EQ(replay_real(without, regression).status, 1) << regression;
+    for (const std::string& file : {regression, shrunk.string()}) {
+      const auto r = replay_real(trees_ + "/d8b71082-pr6982-all", file);
+      EXPECT_EQ(r.status, 0) << file << ": " << r.output;
+    }
+  }
+}
+
 // The worker's check of the save plan against Megatron's own torch_dist save
 // (tests/real_code/plan_check_against_torch_dist.py, in the peers' environment, whose psutil the
 // asynchronous writer needs): on one rank's chunks of one tensor both accept the tensor covered
@@ -609,13 +662,18 @@ TEST_F(RealCode, TheOneProcessCheckpointHoldsEveryRanksSteppedPieces) {
 // were present there.
 TEST_F(RealCode, ReplayingACaseTheRealCodeCannotRunExitsTwo) {
   const std::string regressions = std::string(SC_SOURCE_DIR) + "/tests/regressions/";
-  for (const char* name : {"f7_fully_reshardable_reads_past_bucket_padding.json",
-                           "hdo02_fp32_copies_lose_pinning.json"}) {
+  // A gathered checkpoint at dp 3: real ranks run worlds of 1, 2 and 4.
+  json at_dp3 = json::parse(
+      std::ifstream(regressions + "f7_fully_reshardable_reads_past_bucket_padding.json"));
+  at_dp3["case"]["dp"] = at_dp3["case"]["expert_dp"] = 3;
+  const fs::path dp3 = fs::path(trees_) / "f7-at-dp-3.json";
+  std::ofstream(dp3) << at_dp3.dump(2);
+  for (const std::string& file :
+       {dp3.string(), regressions + "hdo02_fp32_copies_lose_pinning.json"}) {
     const auto r = testing::run_command(
-        "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ +
-        "/d8b71082-pr6982 " + SC_BUILD_DIR + "/bin/shardcheck-replay " + regressions + name +
-        " 2>&1");
-    EXPECT_EQ(r.status, 2) << name << ": " << r.output;
+        "PYTHONWARNINGS=ignore SC_SUT=megatron SC_MEGATRON_TREE=" + trees_ + "/d8b71082-pr6982 " +
+        SC_BUILD_DIR + "/bin/shardcheck-replay " + file + " 2>&1");
+    EXPECT_EQ(r.status, 2) << file << ": " << r.output;
     EXPECT_NE(r.output.find("cannot run here"), std::string::npos) << r.output;
   }
 }
@@ -635,7 +693,7 @@ TEST_F(RealCode, TheReportMeasuresEachFindingOnTheTree) {
        {"## F1: ", "f1_hdo_accelerator_fp32_shard_never_updated.json`: present (exit 1)",
         "test_f1_hdo_accelerator_fp32_shard_never_updated.py`: fails: present", "```diff",
         "**How Megatron's training loop reaches it.**", "#7449", "| F1 | present",
-        "## F7: ", "f7_fully_reshardable_reads_past_bucket_padding.json`: cannot run here"}) {
+        "## F7: ", "f7_fully_reshardable_reads_past_bucket_padding.json`: present (exit 1)"}) {
     EXPECT_NE(report.find(expected), std::string::npos) << "no '" << expected << "' in\n"
                                                         << report;
   }

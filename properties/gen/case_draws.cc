@@ -87,6 +87,19 @@ props::CaseInputs real_ranks_case() {
   return in;
 }
 
+props::CaseInputs real_ranks_gathered_case() {
+  props::CaseInputs in = real_ranks_case();
+  if (*weighted_choice<int>({{4, 0}, {1, 1}}) == 1) in.c.dp = in.c.expert_dp = 1;
+  if (in.c.cpu_offload) in.c.precision_aware = true;  // as gathered_case
+  in.checkpoint_format =
+      *weighted_choice<std::string>({{1, "dp_zero_gather_scatter"}, {2, "fully_reshardable"}});
+  if (in.checkpoint_format == "fully_reshardable") {
+    in.other_dp = *weighted_choice<int>({{2, 0}, {1, in.c.dp == 2 ? 4 : 2}});
+    if (in.other_dp == in.c.dp) in.other_dp = 0;
+  }
+  return in;
+}
+
 props::CaseInputs real_ranks_resume_case() {
   props::CaseInputs in = real_ranks_case();
   // As for the gathered formats: the hybrid optimizer only precision-aware (FINDINGS.md, F8).

@@ -36,6 +36,9 @@ props::CaseInputs gathered_case();
 std::function<props::CaseInputs()> offloaded_steps(int steps);
 // A case for real ranks (props::real_ranks_world): dp 2 or 4, EP 1, 2 or dp, up to three steps.
 props::CaseInputs real_ranks_case();
+// gathered_case for real ranks: a real-ranks case (or, one time in five, a world of one rank), a
+// gathered checkpoint format, and for fully_reshardable the same DP size or the other of 2 and 4.
+props::CaseInputs real_ranks_gathered_case();
 // A real-ranks case with at least two steps and a split among them; the hybrid optimizer
 // precision-aware only (FINDINGS.md, F8).
 props::CaseInputs real_ranks_resume_case();

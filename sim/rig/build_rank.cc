@@ -75,7 +75,7 @@ GatheredCheckpoint save_gathered(const std::vector<const RankUnderTest*>& group,
   for (const RankUnderTest* r : group) {
     const auto* rig = dynamic_cast<const RankRig*>(r);
     if (rig == nullptr) {
-      not_served_by_real_code(Capability::kGatheredCheckpoints);
+      gathered_checkpoints_need_real_ranks();
     }
     ranks.push_back(rig);
   }

@@ -28,9 +28,10 @@ const std::vector<CapabilityInfo>& all_capabilities() {
        "non-tensor entries (`found_inf: bool`) put in the inner optimizer's per-param state", true,
        ""},
       {Capability::kGatheredCheckpoints, "gathered checkpoints",
-       "a DP group saved and loaded in dp_zero_gather_scatter or fully_reshardable", false,
-       "the formats gather over the DP group, which one worker emulating the ranks cannot do; "
-       "real ranks serve both (RealRanks.*ResumeEqualsNoInterruption)"},
+       "a DP group saved and loaded in dp_zero_gather_scatter or fully_reshardable; the formats "
+       "gather over the DP group, so against real code they run on real ranks (one worker "
+       "process per DP rank over Gloo, dp 2 or 4), not on one worker emulating the ranks",
+       true, ""},
   };
   return kAll;
 }
@@ -46,6 +47,12 @@ std::string not_on_real_code_reason(Capability id) {
 
 void not_served_by_real_code(Capability id) {
   throw NotRunAgainstRealCode(not_on_real_code_reason(id));
+}
+
+void gathered_checkpoints_need_real_ranks() {
+  throw NotRunAgainstRealCode(
+      "a gathered checkpoint of ranks that one worker emulates: the formats gather over the DP "
+      "group, which runs on real ranks only (one worker per DP rank)");
 }
 
 std::string capability_table_markdown() {

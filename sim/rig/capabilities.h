@@ -47,6 +47,9 @@ struct NotRunAgainstRealCode : std::logic_error {
 // Throws NotRunAgainstRealCode with capability(id)'s reason.
 [[noreturn]] void not_served_by_real_code(Capability id);
 
+// Throws NotRunAgainstRealCode: a gathered checkpoint asked of one worker's emulated ranks.
+[[noreturn]] void gathered_checkpoints_need_real_ranks();
+
 // The table as markdown (capability, what, port, real Megatron), for docs/real-megatron.md.
 std::string capability_table_markdown();
 

@@ -304,9 +304,7 @@ class MegatronRank final : public RankUnderTest {
     require_held(ck, "load_distributed");
     send({{"op", "load_distributed"}, {"checkpoint", ck.real->id}});
   }
-  void load_gathered(const GatheredCheckpoint&) override {
-    not_served_by_real_code(Capability::kGatheredCheckpoints);
-  }
+  void load_gathered(const GatheredCheckpoint&) override { gathered_checkpoints_need_real_ranks(); }
   void add_non_tensor_state(std::vector<std::string> keys) override {
     send({{"op", "add_non_tensor_state"}, {"keys", std::move(keys)}});
   }
