@@ -441,7 +441,7 @@ std::vector<Property> checkpoint_properties() {
                   "and a fresh group (other initial values; for `fully_reshardable` often another "
                   "DP size) loads it: every element of every parameter's `exp_avg`, `exp_avg_sq` "
                   "and fp32 master comes back bit for bit, and every piece's step count; against "
-                  "real code on real ranks (dp 2 or 4, one worker each over Gloo): Megatron's "
+                  "real code on real ranks (dp 1, 2 or 4, one worker each over Gloo): Megatron's "
                   "`torch` format and its `torch_dist` checkpoint sharded `fully_reshardable`",
                   {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"},
                   [] {
