@@ -294,26 +294,31 @@ struct Group {
   Sides& sides;
 };
 
-// The real ranks of `a` save in `format` (kDpZero: the torch format, loaded on the same world;
-// kFullyReshardable: the sharded torch_dist checkpoint with that optimizer sharding, on any) and
-// those of `z` load it.
-void save_and_load_real(Group a, Group z, rig::GatheredFormat format) {
-  if (format == rig::GatheredFormat::kDpZero) {
-    std::vector<rig::Checkpoint> ck(a.sides.real.size());
-    a.world.on_every_rank([&](int g) { ck[g] = rig::save_dp_zero(*a.sides.real[g]); });
-    z.world.on_every_rank([&](int g) { rig::load_dp_zero(*z.sides.real[g], ck[g]); });
-    return;
+// The real ranks of `a` save `c` (the torch format, loaded on the same world; a sharded
+// torch_dist checkpoint, on any) and those of `z` load it: what that raised.
+Difference real_save_and_load(Group a, Group z, RealRanksCheckpoint c) {
+  try {
+    if (c == RealRanksCheckpoint::kTorch) {
+      std::vector<rig::Checkpoint> ck(a.sides.real.size());
+      a.world.on_every_rank([&](int g) { ck[g] = rig::save_dp_zero(*a.sides.real[g]); });
+      z.world.on_every_rank([&](int g) { rig::load_dp_zero(*z.sides.real[g], ck[g]); });
+      return std::nullopt;
+    }
+    const CheckpointDirectory dir;
+    const std::string sharding =
+        c == RealRanksCheckpoint::kDpReshardable ? "dp_reshardable" : "fully_reshardable";
+    a.world.on_every_rank(
+        [&](int g) { rig::save_sharded(*a.sides.real[g], dir.path(), sharding); });
+    z.world.on_every_rank([&](int g) { rig::load_sharded(*z.sides.real[g], dir.path()); });
+  } catch (const rig::MegatronWorldFailed& e) {
+    return "real ranks, saving or loading " + real_checkpoint_name(c) + ": " + e.what();
   }
-  const CheckpointDirectory dir;
-  a.world.on_every_rank(
-      [&](int g) { rig::save_sharded(*a.sides.real[g], dir.path(), "fully_reshardable"); });
-  z.world.on_every_rank([&](int g) { rig::load_sharded(*z.sides.real[g], dir.path()); });
+  return std::nullopt;
 }
 
-// What the real ranks save for `format`.
-std::string real_format_name(rig::GatheredFormat format) {
-  return format == rig::GatheredFormat::kDpZero ? "the torch-format checkpoint"
-                                                : "the fully_reshardable torch_dist checkpoint";
+RealRanksCheckpoint real_checkpoint_of(rig::GatheredFormat format) {
+  return format == rig::GatheredFormat::kDpZero ? RealRanksCheckpoint::kTorch
+                                                : RealRanksCheckpoint::kFullyReshardable;
 }
 
 // The real ranks of `a` (of `saved`) saved in `format` and loaded by those of `z` (of `loaded`):
@@ -321,42 +326,40 @@ std::string real_format_name(rig::GatheredFormat format) {
 // or fp32 master, or a piece's step count, that did not come back.
 Difference real_round_trip(const model::CaseSpec& saved, const model::CaseSpec& loaded, Group a,
                            Group z, rig::GatheredFormat format) {
-  try {
-    save_and_load_real(a, z, format);
-  } catch (const rig::MegatronWorldFailed& e) {
-    return "real ranks, saving or loading " + real_format_name(format) + ": " + e.what();
-  }
+  if (auto d = real_save_and_load(a, z, real_checkpoint_of(format))) return d;
   const bool expert = a.sides.inst == model::Instance::kExpert;
   return round_trip_difference(
       saved, loaded, a.sides.inst, instance_ranks_of(a.sides), instance_ranks_of(z.sides),
       std::string("real ranks, ") + (expert ? "expert " : "dense "), rig::format_name(format));
 }
 
-// The port's ranks of `a` saved through its gathered checkpoint of `format` and loaded by those
-// of `z`: what that raised.
-Difference port_save_and_load(const Sides& a, Sides& z, rig::GatheredFormat format) {
+// The port's ranks of `a` saved as the port saves what the real ranks saved in `c` (its gathered
+// checkpoint of that format; for dp_reshardable, which the port does not model, its distributed
+// checkpoint, fully_sharded_model_space) and loaded by those of `z`: what that raised.
+Difference port_save_and_load(const Sides& a, Sides& z, RealRanksCheckpoint c) {
   std::vector<const rig::RankUnderTest*> port;
   for (const auto& rank : a.port) port.push_back(rank.get());
   const std::string raised = raised_by([&] {
+    if (c == RealRanksCheckpoint::kDpReshardable) {
+      const std::vector<rig::Checkpoint> saved = rig::save_distributed(port);
+      for (size_t r = 0; r < z.port.size(); ++r) z.port[r]->load_distributed(saved[r]);
+      return;
+    }
+    const rig::GatheredFormat format = c == RealRanksCheckpoint::kTorch
+                                           ? rig::GatheredFormat::kDpZero
+                                           : rig::GatheredFormat::kFullyReshardable;
     const rig::GatheredCheckpoint saved = rig::save_gathered(port, format);
     for (auto& rank : z.port) rank->load_gathered(saved);
   });
-  if (!raised.empty()) {
-    return std::string("the port's ") + rig::format_name(format) +
-           " save or load raised: " + raised;
-  }
+  if (!raised.empty()) return "the port's save or load of its counterpart raised: " + raised;
   return std::nullopt;
 }
 
-// Saves the real ranks of `a` in `format` and loads that into those of `z`; the port's ranks the
-// same through its gathered checkpoint of `format`. What either raises.
-Difference save_and_load(Group a, Group z, rig::GatheredFormat format) {
-  try {
-    save_and_load_real(a, z, format);
-  } catch (const rig::MegatronWorldFailed& e) {
-    return "real ranks, saving or loading " + real_format_name(format) + ": " + e.what();
-  }
-  return port_save_and_load(a.sides, z.sides, format);
+// Saves the real ranks of `a` in `c` and loads that into those of `z`; the port's ranks the same
+// through its counterpart. What either raises.
+Difference save_and_load(Group a, Group z, RealRanksCheckpoint c) {
+  if (auto d = real_save_and_load(a, z, c)) return d;
+  return port_save_and_load(a.sides, z.sides, c);
 }
 
 // Each port rank of `z` against the real rank that holds it (model values left out: the real
@@ -396,6 +399,18 @@ bool any_construction_error(const Sides& s) {
 
 }  // namespace
 
+std::string real_checkpoint_name(RealRanksCheckpoint c) {
+  switch (c) {
+    case RealRanksCheckpoint::kTorch:
+      return "the torch-format checkpoint";
+    case RealRanksCheckpoint::kFullyReshardable:
+      return "the fully_reshardable torch_dist checkpoint";
+    case RealRanksCheckpoint::kDpReshardable:
+      return "the dp_reshardable torch_dist checkpoint";
+  }
+  return "";
+}
+
 bool real_ranks_world(const model::CaseSpec& spec) {
   const bool power_of_two = spec.dp >= 2 && (spec.dp & (spec.dp - 1)) == 0;
   return power_of_two && spec.expert_dp >= 1 && spec.dp % spec.expert_dp == 0;
@@ -430,7 +445,7 @@ void run_real_ranks(const model::CaseSpec& spec, const gen::Schedule& schedule,
 }
 
 void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
-                           rig::GatheredFormat format, const sut::Behaviour& behaviour,
+                           RealRanksCheckpoint checkpoint, const sut::Behaviour& behaviour,
                            const rig::MegatronTarget& tree) {
   RC_PRE(real_ranks_world(spec));
   RC_PRE(split >= 1 && split < schedule.steps.size());
@@ -447,7 +462,7 @@ void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& sch
     }
     for (size_t k = 0; k < split; ++k) RC_PRE(step_real_and_port(spec, in[k], world, a));
     Sides z = build(spec, inst, behaviour, tree, world, rig::initial_values(spec, 4048), false);
-    Difference d = save_and_load({world, a}, {world, z}, format);
+    Difference d = save_and_load({world, a}, {world, z}, checkpoint);
     if (!d) d = resumed_difference(a, z);
     if (d) *d = "right after the load: " + *d;
     for (size_t k = split; !d && k < in.size(); ++k) {
@@ -460,7 +475,7 @@ void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& sch
     }
     if (d) {
       RC_LOG() << "dp " << spec.dp << ", expert dp " << spec.expert_dp << ", "
-               << real_format_name(format) << " saved after step " << split << ", variant "
+               << real_checkpoint_name(checkpoint) << " saved after step " << split << ", variant "
                << behaviour.name << ": " << *d << "\n";
     }
     RC_ASSERT(!d);
@@ -492,7 +507,7 @@ void run_real_ranks_reshard(const model::CaseSpec& spec, const gen::Schedule& sc
     RC_PRE(!any_construction_error(z));
     Difference d = real_round_trip(spec, other, {saving, a}, {loading, z},
                                    rig::GatheredFormat::kFullyReshardable);
-    if (!d) d = port_save_and_load(a, z, rig::GatheredFormat::kFullyReshardable);
+    if (!d) d = port_save_and_load(a, z, RealRanksCheckpoint::kFullyReshardable);
     if (!d) d = port_difference(z);
     if (d) *d = "right after the load: " + *d;
     for (size_t k = split; !d && k < in.size(); ++k) {

@@ -4,6 +4,8 @@
 // (every rank in one worker, the reduced grads handed over, no collective) and the port.
 #pragma once
 
+#include <string>
+
 #include "model/spec.h"
 #include "properties/gen/step_gen.h"
 #include "sim/port/behaviour.h"
@@ -29,19 +31,28 @@ bool real_ranks_world(const model::CaseSpec& spec);
 void run_real_ranks(const model::CaseSpec& spec, const gen::Schedule& schedule,
                     const sut::Behaviour& behaviour, const rig::MegatronTarget& tree);
 
-// Real ranks resumed from a gathered checkpoint of `format`: Megatron's `torch` format
-// (kDpZero: each rank's `state_dict()`, the param state gathered on DP rank 0, loaded as
-// `load_checkpoint` does, rig::load_dp_zero) or its sharded `torch_dist` checkpoint with the
-// `fully_reshardable` optimizer sharding (kFullyReshardable: the param state all-gathered and cut
-// into model-space tensors, written to a directory the ranks share, rig::save_sharded). Every
-// rank of each instance of `spec` steps `split` times on a world of real ranks of `tree`, the DP
-// group saves and a fresh group with other initial values loads. RC_ASSERTs that nothing raises
-// and that right after the load and after every later step each resumed rank holds what the
-// uninterrupted one holds, bit for bit (gathered parameters included), and that the port, saved
-// and loaded in the same gathered format under `behaviour`, holds what the resumed real ranks
-// hold.
+// What real ranks save and load, and what the port beside them saves and loads for it.
+enum class RealRanksCheckpoint {
+  kTorch,             // Megatron's torch format; the port's dp_zero_gather_scatter
+  kFullyReshardable,  // torch_dist, the fully_reshardable sharding; the port's fully_reshardable
+  kDpReshardable,     // torch_dist, dp_reshardable (Megatron's default); the port's distributed
+                      // checkpoint (fully_sharded_model_space: the port has no dp_reshardable)
+};
+// "the torch-format checkpoint", ...
+std::string real_checkpoint_name(RealRanksCheckpoint c);
+
+// Real ranks resumed from `checkpoint`: Megatron's `torch` format (kTorch: each rank's
+// `state_dict()`, the param state gathered on DP rank 0, loaded as `load_checkpoint` does,
+// rig::load_dp_zero) or its sharded `torch_dist` checkpoint (rig::save_sharded, a directory the
+// ranks share) with the `fully_reshardable` optimizer sharding (the param state all-gathered and
+// cut into model-space tensors) or `dp_reshardable` (each rank's bucket shards). Every rank of each
+// instance of `spec` steps `split` times on a world of real ranks of `tree`, the DP group saves
+// and a fresh group with other initial values loads. RC_ASSERTs that nothing raises and that right
+// after the load and after every later step each resumed rank holds what the uninterrupted one
+// holds, bit for bit (gathered parameters included), and that the port, saved and loaded through
+// its counterpart (RealRanksCheckpoint) under `behaviour`, holds what the resumed real ranks hold.
 void run_real_ranks_resume(const model::CaseSpec& spec, const gen::Schedule& schedule, size_t split,
-                           rig::GatheredFormat format, const sut::Behaviour& behaviour,
+                           RealRanksCheckpoint checkpoint, const sut::Behaviour& behaviour,
                            const rig::MegatronTarget& tree);
 
 // Real ranks resharded through `fully_reshardable`: every rank of each instance of `spec` steps

@@ -470,7 +470,7 @@ std::vector<Property> checkpoint_properties() {
 
 // A property of real ranks resumed from a gathered checkpoint of `format`.
 Property real_ranks_resume(const char* name, const std::string& save, const std::string& port,
-                           std::vector<std::string> killers, rig::GatheredFormat format) {
+                           std::vector<std::string> killers, RealRanksCheckpoint checkpoint) {
   Property p = replayable(
       name,
       "real code on one worker process per DP rank: the group steps, " + save +
@@ -480,8 +480,8 @@ Property real_ranks_resume(const char* name, const std::string& save, const std:
           " holds the same; torch AdamW, precision-aware FusedAdam and the precision-aware "
           "hybrid optimizer",
       std::move(killers), gen::real_ranks_resume_case,
-      [format](const CaseInputs& in, const sut::Behaviour& b) {
-        run_real_ranks_resume(in.c, in.schedule, in.split, format, b, tree_or_fail());
+      [checkpoint](const CaseInputs& in, const sut::Behaviour& b) {
+        run_real_ranks_resume(in.c, in.schedule, in.split, checkpoint, b, tree_or_fail());
       },
       {"split"});
   p.target = Target::kPortVsRealCode;
@@ -577,14 +577,21 @@ std::vector<Property> real_code_properties() {
       "DP rank 0 over Gloo) and a fresh group loads it as `load_checkpoint` does (weights, "
       "`load_state_dict`, `load_parameter_state_from_dp_zero`)",
       "`dp_zero_gather_scatter`", {"patched-F8", "patched-F9", "DS-07"},
-      rig::GatheredFormat::kDpZero);
+      RealRanksCheckpoint::kTorch);
   Property reshardable = real_ranks_resume(
       "RealRanks.FullyReshardableResumeEqualsNoInterruption",
       "saves Megatron's distributed checkpoint with the `fully_reshardable` optimizer sharding "
       "(the param state all-gathered over Gloo and cut into model-space tensors, each rank's "
       "main replicas written to a directory the ranks share) and a fresh group loads it "
       "(`load_parameter_state_from_fully_reshardable`)",
-      "`fully_reshardable`", {"patched-F7", "MEG-04"}, rig::GatheredFormat::kFullyReshardable);
+      "`fully_reshardable`", {"patched-F7", "MEG-04"}, RealRanksCheckpoint::kFullyReshardable);
+  Property dp_reshardable = real_ranks_resume(
+      "RealRanks.DpReshardableResumeEqualsNoInterruption",
+      "saves Megatron's distributed checkpoint with its default `dp_reshardable` optimizer "
+      "sharding (each rank's bucket shards, in a directory the ranks share) and a fresh group "
+      "loads it",
+      "its distributed checkpoint (`fully_sharded_model_space`: it has no `dp_reshardable`)",
+      {"patched-F5", "PT-04"}, RealRanksCheckpoint::kDpReshardable);
   Property reshard = replayable(
       "RealRanks.FullyReshardableLoadsAtAnotherDpSize",
       "real code on one worker process per DP rank: a group of dp 2 or 4 steps and saves "
@@ -599,9 +606,12 @@ std::vector<Property> real_code_properties() {
       },
       {"split", "checkpoint_format", "other_dp"});
   reshard.target = Target::kPortVsRealCode;
-  resume.not_on_real_code = reshardable.not_on_real_code = reshard.not_on_real_code =
+  resume.not_on_real_code = reshardable
+                                .not_on_real_code = dp_reshardable
+                                                        .not_on_real_code = reshard
+                                                                                .not_on_real_code =
       "it runs the real code itself whatever the system under test, on real ranks beside the port";
-  return {diff, ranks, resume, reshardable, reshard};
+  return {diff, ranks, resume, reshardable, dp_reshardable, reshard};
 }
 
 std::string killed_by(const Property& p) {

@@ -242,6 +242,24 @@ TEST_F(RealRanks, TheReshardingPropertyFindsF7AndHoldsWithItsPatch) {
                          "loaded 0, saved 0.0765625015");
 }
 
+// F13 through Megatron's default distributed checkpoint on real ranks, found on its own: on the
+// tree with every patch but F13's, a DP rank whose bucket shard is end padding only cannot save
+// in dp_reshardable; the world names that rank and Megatron's assertion.
+TEST_F(RealRanks, TheDpReshardableResumeFindsF13OnItsOwn) {
+  const auto r = testing::run_command(
+      "PYTHONWARNINGS=ignore SC_VARIANT=patched SC_MEGATRON_TREE=" +
+      std::string(SC_MEGATRON_TREES) + "/" + testing::every_patch_but("F13") +
+      " RC_PARAMS='max_success=40 seed=1 noshrink=1' " + SC_BUILD_DIR +
+      "/properties/sc_properties --gtest_filter=RealRanks.DpReshardable* 2>&1");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("the dp_reshardable torch_dist checkpoint saved after step"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("'s save raised AssertionError: empty bucket encountered"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {
   MegatronWorld world(MegatronTarget{tree_, false}, 2);
   model::CaseSpec c = two_rank_case();
