@@ -444,10 +444,7 @@ std::vector<Property> checkpoint_properties() {
                   "real code on real ranks (dp 1, 2 or 4, one worker each over Gloo): Megatron's "
                   "`torch` format and its `torch_dist` checkpoint sharded `fully_reshardable`",
                   {"patched-F7", "patched-F8", "patched-F9", "MEG-04", "DS-07"},
-                  [] {
-                    return real_code_under_test() ? gen::real_ranks_gathered_case()
-                                                  : gen::gathered_case();
-                  },
+                  [] { return gen::gathered_case(/*on_real_ranks=*/real_code_under_test()); },
                   [](const CaseInputs& in, const sut::Behaviour& b) {
                     if (!real_code_under_test()) {
                       run_gathered_ckpt_round_trip(in.c, in.schedule, gathered_format(in),

@@ -58,7 +58,8 @@ props::CaseInputs mapped_load_case() {
   return in;
 }
 
-props::CaseInputs gathered_case() {
+props::CaseInputs gathered_case(bool on_real_ranks) {
+  if (on_real_ranks) return real_ranks_gathered_case();
   props::CaseInputs in;
   in.c = *case_spec();
   // Every DP rank is built twice: keep the groups small.

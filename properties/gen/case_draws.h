@@ -30,8 +30,9 @@ props::CaseInputs two_fractions_case();
 // map_location="cpu".
 props::CaseInputs mapped_load_case();
 // A case of at most kMaxGatheredDp DP ranks, two steps, a gathered checkpoint format, and for
-// fully_reshardable the DP size that loads it (0: the same).
-props::CaseInputs gathered_case();
+// fully_reshardable the DP size that loads it (0: the same); `on_real_ranks`: the same drawn for
+// real ranks (real_ranks_gathered_case).
+props::CaseInputs gathered_case(bool on_real_ranks);
 // An offloaded case stepped `steps` times at most.
 std::function<props::CaseInputs()> offloaded_steps(int steps);
 // A case for real ranks (props::real_ranks_world): dp 2 or 4, EP 1, 2 or dp, up to three steps.
