@@ -351,7 +351,12 @@ Difference port_save_and_load(const Sides& a, Sides& z, RealRanksCheckpoint c) {
     const rig::GatheredCheckpoint saved = rig::save_gathered(port, format);
     for (auto& rank : z.port) rank->load_gathered(saved);
   });
-  if (!raised.empty()) return "the port's save or load of its counterpart raised: " + raised;
+  if (!raised.empty()) {
+    const char* counterpart = c == RealRanksCheckpoint::kDpReshardable ? "distributed checkpoint"
+                              : c == RealRanksCheckpoint::kTorch       ? "dp_zero_gather_scatter"
+                                                                       : "fully_reshardable";
+    return std::string("the port's ") + counterpart + " save or load raised: " + raised;
+  }
   return std::nullopt;
 }
 
