@@ -137,6 +137,9 @@ TEST_F(RealRanks, AStalledRankMakesTheCollectiveTimeOutNamingIt) {
     EXPECT_NE(what.find("imed out"), std::string::npos) << what;
   }
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
+  // Both ranks answered, but rank 0's data-parallel group started a collective that rank 1's
+  // did not: the next collective would pair the wrong messages, so the world is stopped.
+  EXPECT_TRUE(world.failed());
 }
 
 // The port a world picks may be taken before rank 0's store binds it: the rendezvous fails and
@@ -260,8 +263,12 @@ TEST_F(RealRanks, TheDpReshardableResumeFindsF13OnItsOwn) {
       << r.output;
 }
 
+// The refusal raises on every rank before any collective: the world stays in step and serves the
+// next case with the same workers (a failing case, and each failing attempt of a shrink, costs
+// no restart).
 TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {
   MegatronWorld world(MegatronTarget{tree_, false}, 2);
+  const std::vector<int> pids = {world.worker(0).pid(), world.worker(1).pid()};
   model::CaseSpec c = two_rank_case();
   c.dp = c.expert_dp = 4;
   try {
@@ -272,6 +279,25 @@ TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {
               std::string::npos)
         << e.what();
   }
+  ASSERT_FALSE(world.failed());
+  EXPECT_EQ(world.worker(0).pid(), pids[0]);
+  EXPECT_EQ(world.worker(1).pid(), pids[1]);
+  const model::CaseSpec served = two_rank_case();
+  auto ranks = build(world, served);
+  world.on_every_rank([&](int r) { ranks[static_cast<size_t>(r)]->backward(ones(served)); });
+  EXPECT_FALSE(world.failed());
+}
+
+// A group's collectives agree where every member started as many; a group only some ranks
+// belong to is compared over its members.
+TEST(CollectiveCounts, AgreeOnlyWhereEveryMemberOfEveryGroupStartedAsMany) {
+  using nlohmann::json;
+  EXPECT_TRUE(same_collective_counts(
+      {json{{"0", 4}, {"1", 9}, {"2", 1}}, json{{"0", 4}, {"1", 9}, {"3", 7}}}));
+  EXPECT_FALSE(same_collective_counts({json{{"0", 4}, {"1", 9}}, json{{"0", 4}, {"1", 10}}}));
+  EXPECT_FALSE(
+      same_collective_counts({json{{"0", 4}}, json{{"0", 4}}, json{{"0", 4}}, json{{"0", 3}}}));
+  EXPECT_TRUE(same_collective_counts({json::object(), json{{"0", 2}}}));
 }
 
 }  // namespace

@@ -111,6 +111,11 @@ class Worker:
             raise ValueError(f"{op}: served on emulated ranks only; on real ranks the stand-in "
                              "that simulates the other ranks would be real ranks (world.py)")
 
+    def op_collective_counts(self, request):
+        if self.world is None:
+            raise ValueError("collective_counts: served on real ranks only (--world-size)")
+        return {"groups": self.world.collective_counts()}
+
     def op_build(self, request):
         if request.get("check_stream_order", False):
             if torch.cuda.Stream is not devices.Stream:

@@ -79,6 +79,15 @@ class World:
     def dense(self):
         return self._dense
 
+    @staticmethod
+    def collective_counts():
+        """How many collectives each process group of this rank has started, by group name.
+        After a request failed, equal counts on every member of every group mean no rank is
+        inside a collective its peers left: the world is still in step."""
+        c10d = torch.distributed.distributed_c10d
+        return {c10d._world.pg_names[group]: group._get_sequence_number_for_group()
+                for group in c10d._world.pg_map}
+
     def expert(self, expert_dp):
         """This rank's expert data-parallel group of a case with `expert_dp`. Made on first use
         by every rank at once (every rank builds the same case): all ep groups, in order."""

@@ -125,12 +125,16 @@ void MegatronWorld::on_every_rank(const std::function<void(int rank)>& fn) {
   }
   for (auto& t : threads) t.join();
   if (failures.empty()) return;
-  failed_ = true;
-  for (auto& w : workers_) w->kill_now();
+  const bool lost =
+      std::any_of(failures.begin(), failures.end(), [](const Failure& f) { return f.lost; });
+  if (stopped || lost || !collectives_in_step()) {
+    failed_ = true;
+    for (auto& w : workers_) w->kill_now();
+  }
   // The cause: a rank whose worker was lost before one whose collective saw it go.
-  const auto lost =
+  const auto first_lost =
       std::find_if(failures.begin(), failures.end(), [](const Failure& f) { return f.lost; });
-  const Failure& cause = lost != failures.end() ? *lost : failures.front();
+  const Failure& cause = first_lost != failures.end() ? *first_lost : failures.front();
   try {
     std::rethrow_exception(cause.error);
   } catch (const MegatronUnavailable&) {
@@ -138,6 +142,28 @@ void MegatronWorld::on_every_rank(const std::function<void(int rank)>& fn) {
   } catch (const std::exception& e) {
     throw MegatronWorldFailed(cause.rank, e.what());
   }
+}
+
+bool MegatronWorld::collectives_in_step() {
+  std::vector<nlohmann::json> counts;
+  try {
+    for (auto& w : workers_)
+      counts.push_back(w->request({{"op", "collective_counts"}}).at("groups"));
+  } catch (const std::exception&) {
+    return false;  // a worker that cannot say is not trusted to be in step
+  }
+  return same_collective_counts(counts);
+}
+
+bool same_collective_counts(const std::vector<nlohmann::json>& counts_by_rank) {
+  std::map<std::string, uint64_t> first_seen;
+  for (const nlohmann::json& counts : counts_by_rank) {
+    for (const auto& [group, count] : counts.items()) {
+      const auto [at, fresh] = first_seen.emplace(group, count.get<uint64_t>());
+      if (!fresh && at->second != count.get<uint64_t>()) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace sc::rig

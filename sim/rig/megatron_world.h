@@ -7,11 +7,14 @@
 //
 // Never a hang: a rendezvous or collective waits at most SC_MEGATRON_COLLECTIVE_TIMEOUT seconds
 // (default 60) for the other ranks, every request at most SC_MEGATRON_TIMEOUT, and a rank that
-// fails or exits kills every other worker of the world at once.
+// exits, or fails while its peers wait in a collective, kills every other worker of the world at
+// once. A request that fails on ranks which all answered, every group's collectives in step
+// (a check that raises on every rank, say), leaves the world serving.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,19 +43,27 @@ class MegatronWorld {
 
   int size() const { return static_cast<int>(workers_.size()); }
   MegatronWorker& worker(int rank) { return *workers_.at(rank); }
-  // Whether a request failed: the world's workers were killed and it serves nothing more.
+  // Whether the world was stopped after a failed request: its workers were killed and it
+  // serves nothing more.
   bool failed() const { return failed_; }
   // Runs fn(rank) for every rank at once, one thread each. When one throws, the others get a
-  // second to finish or fail, then every worker is killed (no rank waits out a timeout), and
-  // the cause is thrown as MegatronWorldFailed: a rank whose worker was lost before one whose
-  // collective saw it go, else the first failure.
+  // second to finish or fail. Where every rank answered (none lost, none still waiting) and every
+  // process group has started as many collectives on each of its ranks, the world stays in step
+  // and goes on serving; otherwise every worker is killed (no rank waits out a timeout). The
+  // cause is thrown as MegatronWorldFailed either way: a rank whose worker was lost before one
+  // whose collective saw it go, else the first failure.
   void on_every_rank(const std::function<void(int rank)>& fn);
 
  private:
   void join(const MegatronTarget& target, int size, int given_port);
+  bool collectives_in_step();
 
   std::vector<std::unique_ptr<MegatronWorker>> workers_;
   bool failed_ = false;
 };
+
+// Whether the ranks' collective counts (each rank's `collective_counts` reply: group name to
+// the collectives that group started on that rank) agree on every group, over its members.
+bool same_collective_counts(const std::vector<nlohmann::json>& counts_by_rank);
 
 }  // namespace sc::rig
