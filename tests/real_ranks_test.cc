@@ -68,13 +68,17 @@ class RealRanks : public ::testing::Test {
 bool gone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 // Each patch breaks a collective: the 1/dp scaling of the grad reduce-scatter (the emulation
-// hands over reduced grads, so only real ranks run it), the param all-gather after a step (the
-// emulation observes each rank's own pieces) and the expert buckets' group (expert parallelism
-// above 1). The property passes on the tree without them
-// (ctest's RealRanks.Pr6982AgainstThePatchedTree) and fails with each, in its own words.
+// hands over reduced grads, so only real ranks run it), the bucket-to-rank mapping of that
+// reduce-scatter (each rank's reduced shard lands in the next rank's part of its buffer, its own
+// part keeping its unreduced grads), the param all-gather after a step (the emulation observes
+// each rank's own pieces) and the expert buckets' group (expert parallelism above 1). The property
+// passes on the tree without them (ctest's RealRanks.Pr6982AgainstThePatchedTree) and fails with
+// each, in its own words.
 TEST_F(RealRanks, EachCollectivePatchFailsTheRealRanksProperty) {
   const std::vector<std::pair<std::string, std::string>> patches = {
       {"grad-sync-sums-instead-of-averaging",
+       "one-process emulation (\"port\" below) vs real ranks"},
+      {"grad-reduce-scatters-into-the-next-ranks-shard",
        "one-process emulation (\"port\" below) vs real ranks"},
       {"step-skips-the-param-all-gather", "its full parameters differ from those of"},
       {"expert-buckets-reduce-over-the-dense-group", "expert rank"}};
