@@ -23,6 +23,7 @@
 #include "sim/rig/megatron_world.h"
 #include "tests/support/command.h"
 #include "tests/support/megatron_trees.h"
+#include "tests/support/peers_python.h"
 
 namespace sc::rig {
 namespace {
@@ -270,6 +271,21 @@ TEST_F(RealRanks, TheDpReshardableResumeFindsF13OnItsOwn) {
 // The refusal raises on every rank before any collective: the world stays in step and serves the
 // next case with the same workers (a failing case, and each failing attempt of a shrink, costs
 // no restart).
+// F13's patch leaves a buffer in which a DP rank saves nothing out of that rank's state dict
+// altogether: left as an empty dict it sat in that rank's common state dict alone, and Megatron's
+// torch_dist save warned "Rank 1 common state dict differs from rank 0 common state dict" (12
+// times in these 12 cases with the patch's first version). Through torch_dist (the peers'
+// environment has the psutil its writer needs), on the tree with every patch: no such warning.
+TEST_F(RealRanks, F13sPatchLeavesTheCommonStateAlikeOnEveryRank) {
+  SC_PEERS_PYTHON_OR_SKIP(python);
+  const auto r = testing::run_command(
+      "PYTHONWARNINGS=ignore SC_VARIANT=patched SC_PYTHON=" + python + " SC_MEGATRON_TREE=" +
+      std::string(SC_MEGATRON_TREES) + "/d8b71082-pr6982-all RC_PARAMS='max_success=12 seed=5' " +
+      SC_BUILD_DIR + "/properties/sc_properties --gtest_filter=RealRanks.DpReshardable* 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("common state dict differs"), std::string::npos) << r.output;
+}
+
 TEST_F(RealRanks, ACaseTheWorldCannotServeIsRefusedWithItsReason) {
   MegatronWorld world(MegatronTarget{tree_, false}, 2);
   const std::vector<int> pids = {world.worker(0).pid(), world.worker(1).pid()};
