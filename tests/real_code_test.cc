@@ -475,6 +475,24 @@ testing::CommandResult replay_real(const std::string& tree, const std::string& f
                               " " + SC_BUILD_DIR + "/bin/shardcheck-replay " + file + " 2>&1");
 }
 
+// F5, found by the distributed-checkpoint property on its own in the real code: on the tree with
+// every finding's patch but F5's, a resume of the hybrid optimizer without precision-aware
+// raises `KeyError: 'step'` (FINDINGS.md, F5's second sub-case); the case shrinks to at most two
+// one-element params, fails on that tree when replayed and resumes bit for bit with F5's patch.
+TEST_F(RealCode, TheDistributedCheckpointPropertyFindsF5OnItsOwn) {
+  const std::string without = trees_ + "/" + testing::every_patch_but("F5");
+  const json c = checkpoint_failure_case(
+      without, "loading the distributed checkpoint raised: KeyError: 'step'");
+  ASSERT_TRUE(c.contains("case")) << c.dump(2);
+  EXPECT_LE(c.at("case").at("params").size(), 2u) << c.dump(2);
+  EXPECT_FALSE(c.at("case").at("precision_aware").get<bool>()) << c.dump(2);
+  const fs::path shrunk = fs::path(trees_) / "f5-shrunk.json";
+  std::ofstream(shrunk) << c.dump(2);
+  EXPECT_EQ(replay_real(without, shrunk.string()).status, 1);
+  const auto r = replay_real(trees_ + "/d8b71082-pr6982-all", shrunk.string());
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
 // F13, found by the distributed-checkpoint property on its own in the real code: on the tree with
 // every finding's patch but F13's, a DP group whose bucket leaves a rank only end padding cannot
 // save in dp_reshardable (Megatron's default); the case shrinks to one parameter of one element
