@@ -125,16 +125,14 @@ void MegatronWorld::on_every_rank(const std::function<void(int rank)>& fn) {
   }
   for (auto& t : threads) t.join();
   if (failures.empty()) return;
-  const bool lost =
-      std::any_of(failures.begin(), failures.end(), [](const Failure& f) { return f.lost; });
-  if (stopped || lost || !collectives_in_step()) {
+  // The cause: a rank whose worker was lost before one whose collective saw it go.
+  const auto lost =
+      std::find_if(failures.begin(), failures.end(), [](const Failure& f) { return f.lost; });
+  if (stopped || lost != failures.end() || !collectives_in_step()) {
     failed_ = true;
     for (auto& w : workers_) w->kill_now();
   }
-  // The cause: a rank whose worker was lost before one whose collective saw it go.
-  const auto first_lost =
-      std::find_if(failures.begin(), failures.end(), [](const Failure& f) { return f.lost; });
-  const Failure& cause = first_lost != failures.end() ? *first_lost : failures.front();
+  const Failure& cause = lost != failures.end() ? *lost : failures.front();
   try {
     std::rethrow_exception(cause.error);
   } catch (const MegatronUnavailable&) {
