@@ -175,6 +175,17 @@ TEST_F(RealRanks, ARendezvousOnABusyPortIsTriedAgainOnAFreshOne) {
   build(*world, two_rank_case());  // the world serves
 }
 
+// RealRanks.DpReshardableResumeEqualsNoInterruption against tree `name` of the trees made from
+// the snapshot, the port fully patched, at `rc_params`, with `env` set too.
+testing::CommandResult dp_reshardable_resume(const std::string& name, const std::string& rc_params,
+                                             const std::string& env = "") {
+  return testing::run_command("PYTHONWARNINGS=ignore SC_VARIANT=patched " + env +
+                              " SC_MEGATRON_TREE=" + std::string(SC_MEGATRON_TREES) + "/" + name +
+                              " RC_PARAMS='" + rc_params + "' " + SC_BUILD_DIR +
+                              "/properties/sc_properties --gtest_filter=RealRanks.DpReshardable* "
+                              "2>&1");
+}
+
 // `case_file` of tests/real_ranks/ (a RealRanks.TorchFormatResumeEqualsNoInterruption case)
 // replayed against tree `name` of the trees made from the snapshot.
 testing::CommandResult replay_on(const std::string& case_file, const std::string& name,
@@ -257,11 +268,7 @@ TEST_F(RealRanks, TheReshardingPropertyFindsF7AndHoldsWithItsPatch) {
 // one param of one element (the save fails on every rank alike, so the world serves each shrink
 // step without a restart).
 TEST_F(RealRanks, TheDpReshardableResumeFindsF13OnItsOwn) {
-  const auto r = testing::run_command(
-      "PYTHONWARNINGS=ignore SC_VARIANT=patched SC_MEGATRON_TREE=" +
-      std::string(SC_MEGATRON_TREES) + "/" + testing::every_patch_but("F13") +
-      " RC_PARAMS='max_success=40 seed=1' " + SC_BUILD_DIR +
-      "/properties/sc_properties --gtest_filter=RealRanks.DpReshardable* 2>&1");
+  const auto r = dp_reshardable_resume(testing::every_patch_but("F13"), "max_success=40 seed=1");
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(params=\[p\d+:\w+\[1\] g\d c\d\]\})")))
       << r.output;
@@ -283,10 +290,8 @@ TEST_F(RealRanks, TheDpReshardableResumeFindsF13OnItsOwn) {
 // environment has the psutil its writer needs), on the tree with every patch: no such warning.
 TEST_F(RealRanks, F13sPatchLeavesTheCommonStateAlikeOnEveryRank) {
   SC_PEERS_PYTHON_OR_SKIP(python);
-  const auto r = testing::run_command(
-      "PYTHONWARNINGS=ignore SC_VARIANT=patched SC_PYTHON=" + python + " SC_MEGATRON_TREE=" +
-      std::string(SC_MEGATRON_TREES) + "/d8b71082-pr6982-all RC_PARAMS='max_success=12 seed=5' " +
-      SC_BUILD_DIR + "/properties/sc_properties --gtest_filter=RealRanks.DpReshardable* 2>&1");
+  const auto r =
+      dp_reshardable_resume("d8b71082-pr6982-all", "max_success=12 seed=5", "SC_PYTHON=" + python);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output.find("common state dict differs"), std::string::npos) << r.output;
 }
