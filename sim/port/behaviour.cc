@@ -151,18 +151,6 @@ Behaviour upstream() { return all_behaviours().front(); }
 
 Behaviour fully_patched() { return *composed("patched"); }
 
-std::string change_table_markdown() {
-  std::string out = "| change | fixes | Megatron PR | what |\n| --- | --- | --- | --- |\n";
-  for (const DeviationRow& r : deviation_table()) {
-    if (r.kind != DeviationKind::kFix) continue;
-    std::string names = "`" + std::string(r.name) + "`";
-    if (*r.alias != '\0') names += ", `" + std::string(r.alias) + "`";
-    out += "| " + names + " | " + r.finding + " | " + (*r.pr ? r.pr : "none") + " | " + r.doc +
-           " |\n";
-  }
-  return out;
-}
-
 std::string engine_table_markdown() {
   std::string out = "| option | what |\n| --- | --- |\n";
   for (const DeviationRow& r : deviation_table()) {
@@ -173,7 +161,9 @@ std::string engine_table_markdown() {
 
 std::string alias_table_markdown() {
   std::string out = "| alias | variant |\n| --- | --- |\n";
-  for (const auto& [alias, set] : aliases()) out += "| `" + alias + "` | `" + set + "` |\n";
+  for (const auto& [alias, set] : aliases()) {
+    if (alias != "patched") out += "| `" + alias + "` | `" + set + "` |\n";
+  }
   return out;
 }
 

@@ -55,10 +55,11 @@ Behaviour upstream();
 // The fully patched variant: every proposed fix applied.
 Behaviour fully_patched();
 
-// The tables of docs/variants-and-mutants.md that the deviation table decides, as Markdown:
-// the fixes (change, finding, pull request, what), the offload engines (option, what) and the
-// aliases (alias, variant). The mutants' table needs the properties: props::mutant_table_markdown.
-std::string change_table_markdown();
+// The tables of docs/variants-and-mutants.md that the deviation table decides, as Markdown: the
+// offload engines (option, what) and the earlier releases' names (alias, variant; `patched` is
+// not among them, so a new fix changes no table but its own row). The fixes' table is the source
+// of their rows, not derived; the mutants' table needs the properties:
+// props::mutant_table_markdown.
 std::string engine_table_markdown();
 std::string alias_table_markdown();
 

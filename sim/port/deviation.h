@@ -1,10 +1,12 @@
 // The deviation table: every named way the port may differ from Megatron-Core at d8b71082, one
 // row each. A fix (one per finding of FINDINGS.md, or a Megatron pull request) or one of our
 // offload engines is a change a variant names; a mutant is a variant with one known bug
-// re-injected, which exists only to be killed by the properties. Everything else is derived from
-// the rows: the fully patched variant, the old chain names (aliases), the mutant list, what
-// tests/variants_test.cc expects and the tables of docs/variants-and-mutants.md (a test fails
-// when the docs and the rows disagree). Adding a fix costs its row, its port branch, its
+// re-injected, which exists only to be killed by the properties. The fixes' rows are the change
+// table of docs/variants-and-mutants.md, read by cmake/sc_fix_rows.cmake at configure time (so
+// the page is their one source); the engines' and mutants' rows are below. Everything else is
+// derived from the rows: the fully patched variant, the old chain names (aliases), the mutant
+// list, what tests/variants_test.cc expects and the page's other tables (a test fails when they
+// and the rows disagree). Adding a fix costs its row of that table, its port branch, its
 // regression case and its patch.
 #pragma once
 
@@ -17,66 +19,12 @@ namespace sc::sut {
 // One behaviour the port can switch on. Fixes are named by their finding (kF3) or pull request
 // (kPr6982); mutants by the bug they re-inject.
 enum class Deviation {
-  // PR #6982: `_build_model_and_main_param_groups` detaches fp32 model params before slicing.
-  kPr6982,
-  // Finding F1 (FINDINGS.md): HybridDeviceOptimizer also hands `decoupled_grad` to the
-  // accelerator sub-optimizer as `.grad` for parameters it steps in place, so precision-aware
-  // runs update fp32 shards that stay on the accelerator.
-  kF1,
-  // Finding F2 (FINDINGS.md): the hybrid optimizer keeps the accelerator FusedAdam's group step
-  // count in each state entry and restores it when load_state_dict rebuilds the sub-optimizers.
-  kF2,
-  // Finding F3 (FINDINGS.md): reload_model_params with a hybrid optimizer also refreshes the
-  // host copies of fp32 parameters and, without precision-aware, the fp32 main params.
-  kF3,
-  // Finding F4 (FINDINGS.md): after load_state_dict, hdo.state's master_param is the loaded
-  // tensor, not the fp32 or host copy the sub-optimizer steps; the fix re-aliases it.
-  kF4,
-  // Finding F5 (FINDINGS.md): with a torch AdamW state (no Transformer Engine, or the hybrid
-  // optimizer's host AdamW without precision-aware) a distributed checkpoint cannot be loaded:
-  // state_dict() of a fresh optimizer asserts one step among no state, and the default
-  // "fully_sharded_model_space" loader skips `step`, then looks every live state tensor up,
-  // `step` included (KeyError); and a hybrid optimizer without a host AdamW saves no step, so its
-  // FusedAdam restarts at 1. The fix writes no step for a fresh optimizer, leaves `step` to the
-  // param groups and saves the FusedAdam's step when no host AdamW has one.
-  kF5,
-  // Finding F6 (FINDINGS.md): with overlap on, the accelerator sub-optimizer reads fp32 grads
-  // that were cast on the D2H stream without waiting for it; the fix makes the current stream
-  // wait for the D2H stream first.
-  kF6,
-  // Megatron PR #4547 (merged after d8b71082; HDO-02 in the known bugs): the fp32 clone of an
-  // offloaded 16-bit parameter is pinned again when pin_cpu_params, so its non-blocking copies
-  // stay asynchronous.
-  kPr4547,
-  // Megatron PR #5077 (merged after d8b71082; MEG-04 in the known bugs, finding F7):
-  // sharded_param_state_fully_reshardable slices the packed world tensors (each bucket's end
-  // padding stripped) at param_index_map's buffer offsets, which still count that padding; the
-  // fix subtracts the padding of the earlier buckets.
-  kF7,
-  // Finding F8 (FINDINGS.md): load_parameter_state_from_dp_zero (the "dp_zero_gather_scatter"
-  // format and the torch-format checkpoints' load_parameter_state) puts the loaded tensors into
-  // hdo.state but never syncs them to the sub-optimizers, which keep stepping their old state;
-  // the fix syncs after the load, as the fully_reshardable and model-space loaders do.
-  kF8,
-  // Finding F9 (FINDINGS.md): with precision-aware FusedAdam keeping bf16 remainders,
-  // get_parameter_state_dp_zero copies the int16 remainders into the fp32 world tensors as if
-  // they were the master, and loading hands that fp32 tensor to set_scaled_state, which asserts
-  // int16. The fix gathers the joined fp32 master and splits it again on load.
-  kF9,
-  // Finding F10 (FINDINGS.md): without Transformer Engine both hybrid sub-optimizer classes are
-  // torch.optim.AdamW, so after load_state_dict `isinstance(optimizer, cpu_optimizer_cls)` sends
-  // the accelerator sub-optimizer's state to the host too. The fix tells the sub-optimizers
-  // apart by identity: the host ones are `cpu_optimizers`.
-  kF10,
-  // Finding F11 (FINDINGS.md): with param_update_in_fp32 the post-load hook rebuilds hdo.state as
-  // a plain dict, so loading a state dict saved before the first step (no state entries) raises
-  // KeyError in `_sync_hdo_state_to_sub_optimizers`. The fix leaves a parameter without state
-  // without state.
-  kF11,
-  // Finding F12 (FINDINGS.md): `clip_grad_by_total_norm_fp32` asserts that a decoupled grad is
-  // fp32 or bf16, so a precision-aware step with fp16 grad buffers raises a bare AssertionError
-  // whenever clipping is on. The fix accepts fp16 decoupled grads, as the norm already does.
-  kF12,
+// The fixes: one enumerator per row of the change table of docs/variants-and-mutants.md
+// (kPr6982, kF1, ..., kF12), in its order, generated from it at configure time; FINDINGS.md
+// describes each finding and its fix.
+#define SC_FIX_ROW(flag, ...) flag,
+#include "shardcheck/fix_rows.inc"
+#undef SC_FIX_ROW
   // Not a fix: an offload engine of ours (sim/engines/). The host sub-optimizers are
   // engines::FusedHostAdamW (one multi-threaded, vectorised pass per step, bit-identical to
   // torch::optim::AdamW) instead of torch::optim::AdamW.
@@ -253,41 +201,15 @@ inline DeviationRow fix_removed(const char* id, Deviation fix, const char* doc) 
 
 }  // namespace deviation_rows
 
-// The fixes, in the order the findings were made, then the engines.
+// The fixes, in the order of the docs' change table (the order the findings were made), then the
+// engines.
 inline std::vector<DeviationRow> change_rows() {
   using D = Deviation;
   using namespace deviation_rows;
   return {
-      fix(D::kPr6982, "pr6982", "the seed (MEG-01)", "#6982", "", "",
-          "the seed fix: the `detach()` in the fp32 branch of "
-          "`_build_model_and_main_param_groups`"),
-      fix(D::kF1, "F1", "F1", "", "", "hdo-accel-grad",
-          "the accelerator sub-optimizer gets `decoupled_grad` as `.grad`"),
-      fix(D::kF2, "F2", "F2", "", "", "hdo-fused-step", "FusedAdam's group step kept through load"),
-      fix(D::kF3, "F3", "F3", "", "", "hdo-reload", "reload refreshes host copies and main params"),
-      fix(D::kF4, "F4", "F4", "", "", "hdo-load-alias", "`master_param` re-aliased after load"),
-      fix(D::kF5, "F5", "F5", "", "", "distopt-load-step",
-          "`step` left to the param groups on load; a fresh optimizer saves no step; the FusedAdam "
-          "step saved without a host AdamW"),
-      fix(D::kF6, "F6", "F6", "", "", "hdo-grad-stream",
-          "the current stream waits for the D2H stream before the accelerator step"),
-      fix(D::kPr4547, "pr4547", "HDO-02", "#4547", "", "hdo-pin-fp32",
-          "merged after d8b71082: the fp32 clone of an offloaded 16-bit parameter pinned again, so "
-          "its non-blocking copies stay asynchronous"),
-      fix(D::kF7, "F7", "F7", "#5077", "pr5077", "distopt-reshard-padding",
-          "merged after d8b71082 (MEG-04): `fully_reshardable` slices the packed world tensors at "
-          "offsets less the stripped bucket-end padding"),
-      fix(D::kF8, "F8", "F8", "", "", "distopt-dp-zero-sync",
-          "the `dp_zero` loader syncs the hybrid optimizer's state to its sub-optimizers"),
-      fix(D::kF9, "F9", "F9", "", "", "distopt-gathered-remainders",
-          "gathered formats carry the joined fp32 master of a remainder-keeping bf16 parameter and "
-          "split it on load"),
-      fix(D::kF10, "F10", "F10", "", "", "",
-          "the hybrid optimizer tells its sub-optimizers apart by identity when it places loaded "
-          "state"),
-      fix(D::kF11, "F11", "F11", "", "", "",
-          "a parameter without loaded state stays without state"),
-      fix(D::kF12, "F12", "F12", "", "", "", "clipping accepts fp16 decoupled grads"),
+#define SC_FIX_ROW(flag, ...) fix(D::flag, __VA_ARGS__),
+#include "shardcheck/fix_rows.inc"
+#undef SC_FIX_ROW
       engine(D::kFusedHostAdamw, "fused-host-adamw", "hdo-fused-host-adamw",
              "the host sub-optimizers are `engines::FusedHostAdamW`: one fused, multi-threaded, "
              "vectorised AdamW pass, bit-identical to torch's fused CPU AdamW"),
