@@ -40,12 +40,12 @@ if(NOT rc EQUAL 0 OR f7 EQUAL -1 OR f5 EQUAL -1)
   fail("the page's own table: rc ${rc}, ${err}\n${rows}")
 endif()
 
-# A new fix is one row.
-string(REPLACE "| clipping accepts fp16 decoupled grads |\n"
-       "| clipping accepts fp16 decoupled grads |\n| `F99` | F99 | none | none | a \"quoted\" fix |\n"
+# A new fix is one row (a name no finding will take).
+string(REPLACE "<!-- change-table:end -->"
+       "| `Fnew` | Fnew | none | none | a \"quoted\" fix |\n<!-- change-table:end -->"
        added "${text}")
 read_table(added "${added}")
-string(FIND "${rows}" "SC_FIX_ROW(kF99, \"F99\", \"F99\", \"\", \"\", \"\", \"a \\\"quoted\\\" fix\")" f99)
+string(FIND "${rows}" "SC_FIX_ROW(kFnew, \"Fnew\", \"Fnew\", \"\", \"\", \"\", \"a \\\"quoted\\\" fix\")" f99)
 if(NOT rc EQUAL 0 OR f99 EQUAL -1)
   fail("one more row: rc ${rc}, ${err}\n${rows}")
 endif()
