@@ -45,8 +45,8 @@ string(REPLACE "<!-- change-table:end -->"
        "| `Fnew` | Fnew | none | none | a \"quoted\" fix |\n<!-- change-table:end -->"
        added "${text}")
 read_table(added "${added}")
-string(FIND "${rows}" "SC_FIX_ROW(kFnew, \"Fnew\", \"Fnew\", \"\", \"\", \"\", \"a \\\"quoted\\\" fix\")" f99)
-if(NOT rc EQUAL 0 OR f99 EQUAL -1)
+string(FIND "${rows}" "SC_FIX_ROW(kFnew, \"Fnew\", \"Fnew\", \"\", \"\", \"\", \"a \\\"quoted\\\" fix\")" fnew)
+if(NOT rc EQUAL 0 OR fnew EQUAL -1)
   fail("one more row: rc ${rc}, ${err}\n${rows}")
 endif()
 
