@@ -83,7 +83,8 @@ function(sc_fix_rows_row page n cells seen out_var)
 endfunction()
 
 # Reads the change table of `page` and writes its rows to `out` (only when they changed, so an
-# edit elsewhere on the page rebuilds nothing).
+# edit elsewhere on the page rebuilds nothing); in a project, the page becomes a configure
+# dependency.
 function(sc_fix_rows page out)
   file(READ "${page}" text)
   # Semicolons are CMake's list separator: carried through as a token no table holds.
@@ -122,6 +123,10 @@ function(sc_fix_rows page out)
   file(WRITE "${out}.new" "// Generated from the change table of docs/variants-and-mutants.md by\n// cmake/sc_fix_rows.cmake: edit the table, not this file.\n${rows}")
   configure_file("${out}.new" "${out}" COPYONLY)
   file(REMOVE "${out}.new")
+  if(NOT CMAKE_SCRIPT_MODE_FILE)
+    # An edit of the page configures again (and rebuilds only if the rows changed).
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${page}")
+  endif()
 endfunction()
 
 if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
