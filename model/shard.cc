@@ -12,6 +12,23 @@ Range rank_world_range(const BufferLayout& layout, int bucket, int64_t rank) {
   return Range{b.start + rank * shard, b.start + (rank + 1) * shard};
 }
 
+namespace {
+
+// Each bucket's `param_to_index`: every placement of the bucket, less the bucket's start.
+void add_param_index(const BufferLayout& layout, BufferRanges& out) {
+  for (const ParamPlacement& pl : layout.placements) {
+    const int64_t offset = layout.buckets.at(pl.bucket).start;
+    out.buckets.at(pl.bucket).param_index.push_back(
+        {pl.param, Range{pl.range.start - offset, pl.range.end - offset}});
+  }
+  for (BucketRanges& b : out.buckets) {
+    std::sort(b.param_index.begin(), b.param_index.end(),
+              [](const auto& x, const auto& y) { return x.second.start < y.second.start; });
+  }
+}
+
+}  // namespace
+
 BufferRanges buffer_ranges(const BufferLayout& layout, int64_t rank) {
   BufferRanges out{layout.key, {}};
   const std::vector<ParamPlacement>& all = layout.placements;
@@ -25,7 +42,7 @@ BufferRanges buffer_ranges(const BufferLayout& layout, int64_t rank) {
                 all[k].range.end >= all[k - 1].range.end;
   }
   for (int b = 0; b < static_cast<int>(layout.buckets.size()); ++b) {
-    BucketRanges br{rank_world_range(layout, b, rank), {}};
+    BucketRanges br{rank_world_range(layout, b, rank), {}, {}};
     const int64_t shard = br.world.size();
     const int64_t bucket_offset = layout.buckets[b].start;
     auto first = all.begin();
@@ -52,6 +69,7 @@ BufferRanges buffer_ranges(const BufferLayout& layout, int64_t rank) {
     }
     out.buckets.push_back(std::move(br));
   }
+  add_param_index(layout, out);
   return out;
 }
 

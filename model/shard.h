@@ -33,6 +33,10 @@ struct ParamRanges {
 struct BucketRanges {
   Range world;                        // this rank's world range
   std::vector<ParamRanges> param_map; // layout order
+  // Every parameter of the bucket (not only this rank's) and its range relative to the bucket
+  // start, aligned as the buffer lays it out (`_ParamAndGradBucket.param_to_index`), in order of
+  // start. Empty where the system under test has no such index (a tree older than it).
+  std::vector<std::pair<int, Range>> param_index;
 };
 
 // `gbuf_range_map` of one buffer for one rank.

@@ -187,6 +187,22 @@ Violation check_layout_rules(const model::CaseSpec& spec,
   return std::nullopt;
 }
 
+namespace {
+
+// The bucket's `param_to_index` (every param's range in the bucket) against the model's layout,
+// where the system under test has one.
+Violation check_param_index(const model::RankPlan& plan, size_t buffer, size_t bucket,
+                            const model::BucketRanges& m, const model::BucketRanges& s) {
+  if (s.param_index.empty() || s.param_index == m.param_index) return std::nullopt;
+  std::ostringstream have, want;
+  for (const auto& [p, r] : s.param_index) have << " p" << p << " " << r;
+  for (const auto& [p, r] : m.param_index) want << " p" << p << " " << r;
+  return str(where(plan), " buffer ", buffer, " bucket ", bucket, ": param_to_index ",
+             tested_side(), have.str(), "; model", want.str());
+}
+
+}  // namespace
+
 Violation check_ranges(const model::RankPlan& plan, const rig::RankObservation& obs) {
   if (plan.ranges.size() != obs.ranges.size()) {
     return str(where(plan), ": ", tested_side(), " has ", obs.ranges.size(), " buffers, model ",
@@ -203,6 +219,7 @@ Violation check_ranges(const model::RankPlan& plan, const rig::RankObservation& 
         return str(where(plan), " buffer ", b, " bucket ", k, ": world range ", tested_side(), " ",
                    s.buckets[k].world, " model ", m.buckets[k].world);
       }
+      if (Violation v = check_param_index(plan, b, k, m.buckets[k], s.buckets[k])) return v;
       const auto& mp = m.buckets[k].param_map;
       const auto& sp = s.buckets[k].param_map;
       if (mp.size() != sp.size()) {

@@ -67,6 +67,9 @@ std::vector<std::string> ranges_text(const std::vector<model::BufferRanges>& buf
       const model::BucketRanges& bucket = buffers[b].buckets[u];
       const std::string at = buffer + " bucket " + std::to_string(u);
       out.push_back(at + " world " + range_text(bucket.world));
+      for (const auto& [param, range] : bucket.param_index) {
+        out.push_back(at + " param_to_index " + std::to_string(param) + ": " + range_text(range));
+      }
       for (const model::ParamRanges& p : bucket.param_map) {
         out.push_back(at + " param " + std::to_string(p.param) + ": world " +
                       range_text(p.gbuf_world) + ", in bucket " +

@@ -7,6 +7,13 @@
 //                     [--patch FILE]... [--replay CMD] [--case-replay CMD] [--run-dir DIR]
 //                     [--after-tree DIR --fix FILE [--after-replay CMD] [--left-out TEXT]...
 //                      [--fixes FN]... [--regressions DIR]]
+//                     [--real-ranks VARIANT [--real-ranks-cases N]]
+//
+// --real-ranks adds the properties that run the real code themselves, on real ranks (one worker
+// process per DP rank over Gloo) and beside the port, the port under VARIANT: the fixes the tree
+// carries (`patched` for a tree with the seed fix and every finding's patch, `patched-F3` for one
+// without F3's). They are NOT RUN without it: the port would be compared with a tree it does not
+// describe.
 //
 // RC_PARAMS sets the cases and the seed as elsewhere. Exit status: 0 every property passes (a
 // review: nothing newly failing and every claim holds), 1 otherwise, 2 bad input (arguments, or a
@@ -42,7 +49,17 @@ struct Request {
   // A review: the tree with the fix, the fix, what its base left out, and what it claims.
   std::string after_tree, fix, after_replay, regressions;
   std::vector<std::string> left_out, fixes, claim_failed;
+  // The real-ranks properties and the port's variant beside them; their cases (0: RC_PARAMS's).
+  std::string real_ranks;
+  int real_ranks_cases = 0;
 };
+
+std::optional<std::string> set_real_ranks_cases(const sc::input::OptionArg& arg, Request& r) {
+  const auto n = sc::input::parse_integer(arg.value, 1, 100000);
+  if (!n) return arg.bad("not a count of cases (1 to 100000)");
+  r.real_ranks_cases = static_cast<int>(*n);
+  return std::nullopt;
+}
 
 template <std::vector<std::string> Request::*list>
 std::optional<std::string> add_to(const sc::input::OptionArg& arg, Request& request) {
@@ -83,6 +100,11 @@ const sc::input::Option<Request> kOptions[] = {
      sc::input::set_text<Request, &Request::regressions>},
     {"claim-failed", "TEXT", "review: a claim found not to hold elsewhere (repeatable)",
      add_to<&Request::claim_failed>},
+    {"real-ranks", "VARIANT",
+     "also run the real-ranks properties, the port beside them under VARIANT (the tree's fixes)",
+     sc::input::set_text<Request, &Request::real_ranks>},
+    {"real-ranks-cases", "N", "cases of each real-ranks property (default: RC_PARAMS's)",
+     set_real_ranks_cases},
 };
 
 const std::string kUsage =
@@ -109,6 +131,10 @@ std::optional<std::string> review_problem(const Request& r) {
     }
   }
   if (!r.fixes.empty() && r.regressions.empty()) return "--fixes needs --regressions";
+  if (!r.real_ranks.empty() && !sc::sut::behaviour_by_name(r.real_ranks)) {
+    return "--real-ranks=" + r.real_ranks + ": not a variant (upstream, pr6982, patched-F3, ...)";
+  }
+  if (r.real_ranks.empty() && r.real_ranks_cases != 0) return "--real-ranks-cases needs --real-ranks";
   return std::nullopt;
 }
 
@@ -161,7 +187,10 @@ Outcome verify(const sc::props::Property& p, const Side& side, const Request& r)
   sc::props::RunOptions options;
   options.id = id;
   options.rapidcheck_listener = false;  // each failure prints its one replay line
-  const sc::sut::Behaviour variant = sc::props::variant_under_test();
+  const bool beside_port = p.target == sc::props::Target::kPortVsRealCode;
+  const sc::sut::Behaviour variant = beside_port ? *sc::sut::behaviour_by_name(r.real_ranks)
+                                                 : sc::props::variant_under_test();
+  if (beside_port && r.real_ranks_cases > 0) options.max_success = r.real_ranks_cases;
   Outcome out;
   out.property = &p;
   out.run = sc::props::run_property([&] { p.body(variant); }, options);
@@ -176,13 +205,20 @@ Outcome verify(const sc::props::Property& p, const Side& side, const Request& r)
   return out;
 }
 
+// Whether `p` runs in this request: it runs against real code, or it runs the real code on real
+// ranks beside the port and --real-ranks asked for those.
+bool in_table(const sc::props::Property& p, const Request& r) {
+  return sc::props::runs_on_real_code(p) ||
+         (!r.real_ranks.empty() && p.target == sc::props::Target::kPortVsRealCode);
+}
+
 // Runs the table on `side` (every property, or --only's).
 void run_table(Side& side, const Request& r) {
   describe(side);
   fs::create_directories(side.case_dir);
   sc::props::RealCodeScope scope({side.dir, false}, label(side.run));
   for (const sc::props::Property& p : sc::props::all_properties()) {
-    if ((!r.only.empty() && p.name != r.only) || !sc::props::runs_on_real_code(p)) continue;
+    if ((!r.only.empty() && p.name != r.only) || !in_table(p, r)) continue;
     if (!r.json) std::cerr << "running " << p.name << " on " << label(side.run) << "\n";
     side.run.outcomes.push_back(verify(p, side, r));
   }
@@ -191,7 +227,7 @@ void run_table(Side& side, const Request& r) {
 std::vector<const sc::props::Property*> not_on_real_code(const Request& r) {
   std::vector<const sc::props::Property*> out;
   for (const sc::props::Property& p : sc::props::all_properties()) {
-    if ((r.only.empty() || p.name == r.only) && !sc::props::runs_on_real_code(p)) out.push_back(&p);
+    if ((r.only.empty() || p.name == r.only) && !in_table(p, r)) out.push_back(&p);
   }
   return out;
 }

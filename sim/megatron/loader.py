@@ -444,8 +444,6 @@ BUFFER_ARGUMENTS = ["ddp_config", "param_dtype", "grad_dtype", "params_with_name
                     "data_parallel_group", "bucket_size", "param_to_name",
                     "gradient_scaling_factor", "param_indices", "nccl_ub", "pg_collection",
                     "param_layout"]
-HDO_METHODS = ["_init_sub_optimizers", "_get_sub_optimizer_param_groups",
-               "update_fp32_param_by_new_param", "_sync_sub_optimizers_state_to_hdo"]
 CONFIG_FIELDS = ["optimizer", "lr", "bf16", "fp16", "clip_grad", "decoupled_weight_decay",
                  "use_distributed_optimizer", "optimizer_cpu_offload",
                  "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d",
@@ -467,8 +465,6 @@ def check_api(megatron):
     for name, arguments in DIST_OPT_METHODS.items():
         _check_method(megatron.DistributedOptimizer, name, arguments)
     _check_method(megatron._ParamAndGradBuffer, "__init__", BUFFER_ARGUMENTS)
-    for name in HDO_METHODS:
-        _check_method(megatron.HybridDeviceOptimizer, name, [])
     _check_fields(megatron.OptimizerConfig, "OptimizerConfig", CONFIG_FIELDS)
     _check_fields(megatron.DistributedDataParallelConfig, "DistributedDataParallelConfig",
                   DDP_FIELDS)

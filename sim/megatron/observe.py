@@ -58,7 +58,12 @@ def bucket_ranges(rank, buffer, bucket, record):
                "gbuf_world_in_bucket": _range(r["gbuf_world_in_bucket"]),
                "gbuf_local": _range(r["gbuf_local"]), "param_range": _range(r["param"])}
               for p, r in record["param_map"].items()]
-    return {"world": [start, start + mine.numel()], "params": params}
+    out = {"world": [start, start + mine.numel()], "params": params}
+    if hasattr(bucket, "param_to_index"):
+        out["param_index"] = sorted(
+            ([rank.case_param(p), start, end] for p, (start, end) in bucket.param_to_index.items()),
+            key=lambda row: row[1])
+    return out
 
 
 def groups(rank):

@@ -158,7 +158,11 @@ ParamAndGradBuffer::ParamAndGradBuffer(const DdpConfig& ddp, BufferKey key,
     buckets_.push_back(Bucket{start, layout_.per_bucket_numel_unpadded[b],
                               param_data_.defined() ? param_data_.slice(0, start, end)
                                                     : torch::Tensor(),
-                              grad_data_.slice(0, start, end)});
+                              grad_data_.slice(0, start, end), {}});
+  }
+  for (const auto& [index, start, end, bucket_id] : layout_.param_index_map) {
+    Bucket& bucket = buckets_.at(bucket_id);
+    bucket.param_to_index.push_back({index, {start - bucket.offset, end - bucket.offset}});
   }
 }
 

@@ -76,6 +76,9 @@ struct Bucket {
   int64_t numel_unpadded;
   torch::Tensor param_data;
   torch::Tensor grad_data;
+  // `param_to_index`: each param of the bucket (index into `params`) -> its (start, end) in the
+  // bucket, its buffer range less `offset`, in the bucket's param order.
+  std::vector<std::pair<int, std::pair<int64_t, int64_t>>> param_to_index;
 };
 
 // `_ParamAndGradBuffer` of one DP rank.

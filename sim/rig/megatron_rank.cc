@@ -26,7 +26,11 @@ model::BufferRanges buffer_ranges_of(const json& b) {
                        b.at("is_expert").get<bool>()},
       {}};
   for (const json& bucket : b.at("buckets")) {
-    model::BucketRanges mb{range_of(bucket.at("world")), {}};
+    model::BucketRanges mb{range_of(bucket.at("world")), {}, {}};
+    // A tree whose buckets have no `param_to_index` sends none.
+    for (const json& p : bucket.value("param_index", json::array())) {
+      mb.param_index.push_back({p.at(0).get<int>(), model::Range{p.at(1), p.at(2)}});
+    }
     for (const json& p : bucket.at("params")) {
       mb.param_map.push_back(model::ParamRanges{
           p.at("param").get<int>(), range_of(p.at("gbuf_world")),

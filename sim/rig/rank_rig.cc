@@ -177,21 +177,34 @@ std::unique_ptr<torch::optim::Optimizer> RankRigImpl::make_inner_optimizer(
 
 void RankRigImpl::observe_ranges(const sut::DistributedOptimizer& d) {
   const bool expert = instance == model::Instance::kExpert;
-  for (const sut::GbufRangeMap& map : d.gbuf_ranges()) {
+  for (size_t k = 0; k < d.gbuf_ranges().size(); ++k) {
+    const sut::GbufRangeMap& map = d.gbuf_ranges()[k];
     model::BufferRanges br{model::BufferKey{to_model_dtype(map.param_dtype),
                                             to_model_dtype(map.grad_dtype), expert},
                            {}};
-    for (const sut::BucketRangeMap& b : map.buckets) {
-      model::BucketRanges mb{to_model(b.gbuf_world), {}};
-      for (const auto& [p, r] : b.param_map) {
+    for (size_t b = 0; b < map.buckets.size(); ++b) {
+      model::BucketRanges mb{to_model(map.buckets[b].gbuf_world), {}, {}};
+      for (const auto& [p, r] : map.buckets[b].param_map) {
         mb.param_map.push_back(model::ParamRanges{case_index[p], to_model(r.gbuf_world),
                                                   to_model(r.gbuf_world_in_bucket),
                                                   to_model(r.gbuf_local), to_model(r.param)});
       }
+      mb.param_index = param_index_of(buffers.at(k)->buckets().at(b));
       br.buckets.push_back(std::move(mb));
     }
     obs.ranges.push_back(std::move(br));
   }
+}
+
+std::vector<std::pair<int, model::Range>> RankRigImpl::param_index_of(
+    const sut::Bucket& bucket) const {
+  std::vector<std::pair<int, model::Range>> out;
+  for (const auto& [p, range] : bucket.param_to_index) {
+    out.push_back({case_index[p], model::Range{range.first, range.second}});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& x, const auto& y) { return x.second.start < y.second.start; });
+  return out;
 }
 
 void RankRigImpl::observe_groups(const sut::DistributedOptimizer& d) {

@@ -85,6 +85,8 @@ struct RankRigImpl {
                  const std::vector<const sut::ParamAndGradBuffer*>& buffer_ptrs);
   // The gbuf ranges and the installed groups, as construction hands them over.
   void observe_ranges(const sut::DistributedOptimizer& d);
+  // A bucket's `param_to_index` in case params, in order of start.
+  std::vector<std::pair<int, model::Range>> param_index_of(const sut::Bucket& bucket) const;
   void observe_groups(const sut::DistributedOptimizer& d);
   // RankRig::step outside the training loop: `in.grads` written into the main grads (the
   // forward and backward pass on the current stream), the group hyper-parameters set, one step.
