@@ -32,14 +32,26 @@ def _require_real(rank, op):
 
 
 def save(rank):
-    """Every rank of the DP group at once."""
+    """Every rank of the DP group at once. A rank whose `state_dict()` raised is named on every
+    rank before the gather, which would otherwise wait for it until the collective timeout; the
+    save then raises alike on every rank, which leaves the world in step. What raises on one rank
+    inside the gather's own code raises there, and the world is stopped (world.py) rather than
+    left waiting."""
     _require_real(rank, "save_dp_zero")
+    weights = [p.detach().clone() for p in rank.params]
     try:
-        weights = [p.detach().clone() for p in rank.params]
-        optimizer = copied(rank.dist.state_dict())
+        optimizer, failure = copied(rank.dist.state_dict()), ""
+    except Exception as e:  # noqa: BLE001 - named on every rank below
+        optimizer, failure = None, f"{type(e).__name__}: {e}".rstrip(": ")
+    failures = [None] * rank.world.size
+    torch.distributed.all_gather_object(failures, failure)
+    for i, failed in enumerate(failures):
+        if failed:
+            raise RuntimeError(f"DP rank {i}'s save raised {failed}")
+    try:
         param_state = copied(rank.dist.get_parameter_state_dp_zero())
-    except Exception as e:  # kept: the load raises it, as a missing checkpoint would
-        return Saved(error=RuntimeError(f"the save raised {type(e).__name__}: {e}"))
+    except Exception as e:
+        raise RuntimeError(f"the save raised {type(e).__name__}: {e}") from e
     return Saved(weights, optimizer, param_state)
 
 
