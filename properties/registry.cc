@@ -292,45 +292,9 @@ std::vector<Property> whole_param_properties() {
       "the Megatron worker drives the hybrid optimizer through the distributed optimizer only")};
 }
 
-// The factory's loss scaler for an fp16 run: dynamic from 2^k (growth 2, backoff 0.5, minimum
-// 1, a short window and hysteresis so that growth and backoff both happen), or `--loss-scale`.
-rc::Gen<model::GradScalerConfig> factory_scaler() {
-  return rc::gen::exec([] {
-    model::GradScalerConfig c;
-    c.dynamic = *gen::weighted_choice<bool>({{3, true}, {1, false}});
-    c.initial_scale = static_cast<float>(int64_t{1} << *rc::gen::inRange(0, 19));
-    c.growth_interval = *rc::gen::inRange<int64_t>(1, 4);
-    c.hysteresis = *rc::gen::inRange<int64_t>(1, 4);
-    return c;
-  });
-}
-
-// Up to `most` grad elements of `c` set to one of `values` at a step of `s`.
-rc::Gen<std::vector<InjectedGrad>> injected_grads(const model::CaseSpec& c, const gen::Schedule& s,
-                                                  size_t most, std::vector<float> values) {
-  return rc::gen::resize(
-      rc::kNominalSize,
-      rc::gen::container<std::vector<InjectedGrad>>(
-          *rc::gen::inRange<size_t>(0, most + 1),
-          // By value: RapidCheck runs this again while shrinking, after this frame is gone.
-          rc::gen::exec([steps = s.steps.size(), params = c.params.size(), values] {
-            InjectedGrad n;
-            n.step = *rc::gen::inRange<size_t>(0, steps);
-            n.param = *rc::gen::inRange<size_t>(0, params);
-            n.element = *rc::gen::inRange<size_t>(0, 1 << 16);
-            n.value = values[*rc::gen::inRange<size_t>(0, values.size())];
-            return n;
-          })));
-}
-
 void found_inf_body(const sut::Behaviour& b) {
-  const model::CaseSpec c = *gen::case_spec();
-  const gen::Schedule s = *gen::schedule(c, gen::kMaxSteps);
-  const model::GradScalerConfig scaler = *rc::gen::resize(rc::kNominalSize, factory_scaler());
-  const float inf = std::numeric_limits<float>::infinity();
-  const auto injected =
-      *injected_grads(c, s, 2, {inf, -inf, std::numeric_limits<float>::quiet_NaN()});
-  run_found_inf_property(c, s, scaler, injected, b);
+  const FoundInfDraw d = draw_found_inf();
+  run_found_inf_property(d.c, d.s, d.scaler, d.injected, b);
 }
 
 // Clipping off, or `clip_grad` a multiple of the first step's norm: far below it (every step

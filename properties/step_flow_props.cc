@@ -11,6 +11,8 @@
 
 #include "model/grad_stats.h"
 #include "model/reference.h"
+#include "properties/gen/case_draws.h"
+#include "properties/gen/choice.h"
 #include "properties/rank_checks.h"
 #include "properties/support.h"
 #include "sim/rig/rank_under_test.h"
@@ -270,6 +272,44 @@ void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& s
   RC_CLASSIFY(log_num_zeros, "zeros counted");
   RC_CLASSIFY(spec.precision_aware, "precision-aware");
   RC_CLASSIFY(spec.cpu_offload, "offload");
+}
+
+rc::Gen<model::GradScalerConfig> factory_scaler() {
+  return rc::gen::exec([] {
+    model::GradScalerConfig c;
+    c.dynamic = *gen::weighted_choice<bool>({{3, true}, {1, false}});
+    c.initial_scale = static_cast<float>(int64_t{1} << *rc::gen::inRange(0, 19));
+    c.growth_interval = *rc::gen::inRange<int64_t>(1, 4);
+    c.hysteresis = *rc::gen::inRange<int64_t>(1, 4);
+    return c;
+  });
+}
+
+rc::Gen<std::vector<InjectedGrad>> injected_grads(const model::CaseSpec& c, const gen::Schedule& s,
+                                                  size_t most, std::vector<float> values) {
+  return rc::gen::resize(
+      rc::kNominalSize,
+      rc::gen::container<std::vector<InjectedGrad>>(
+          *rc::gen::inRange<size_t>(0, most + 1),
+          // By value: RapidCheck runs this again while shrinking, after this frame is gone.
+          rc::gen::exec([steps = s.steps.size(), params = c.params.size(), values] {
+            InjectedGrad n;
+            n.step = *rc::gen::inRange<size_t>(0, steps);
+            n.param = *rc::gen::inRange<size_t>(0, params);
+            n.element = *rc::gen::inRange<size_t>(0, 1 << 16);
+            n.value = values[*rc::gen::inRange<size_t>(0, values.size())];
+            return n;
+          })));
+}
+
+FoundInfDraw draw_found_inf() {
+  FoundInfDraw d;
+  d.c = *gen::case_spec();
+  d.s = *gen::schedule(d.c, gen::kMaxSteps);
+  d.scaler = *rc::gen::resize(rc::kNominalSize, factory_scaler());
+  const float inf = std::numeric_limits<float>::infinity();
+  d.injected = *injected_grads(d.c, d.s, 2, {inf, -inf, std::numeric_limits<float>::quiet_NaN()});
+  return d;
 }
 
 }  // namespace sc::props

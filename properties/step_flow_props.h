@@ -44,4 +44,21 @@ void run_grad_stats_property(const model::CaseSpec& spec, const gen::Schedule& s
                              const std::vector<InjectedGrad>& injected,
                              const sut::Behaviour& behaviour);
 
+// The factory's loss scaler for an fp16 run: dynamic from 2^k (growth 2, backoff 0.5, minimum
+// 1, a short window and hysteresis so that growth and backoff both happen), or `--loss-scale`.
+rc::Gen<model::GradScalerConfig> factory_scaler();
+// Up to `most` grad elements of `c` set to one of `values` at a step of `s`.
+rc::Gen<std::vector<InjectedGrad>> injected_grads(const model::CaseSpec& c, const gen::Schedule& s,
+                                                  size_t most, std::vector<float> values);
+
+// The found-inf property's draw: a case, a schedule, the factory's loss scaler and up to two
+// grad elements set to inf, -inf or NaN.
+struct FoundInfDraw {
+  model::CaseSpec c;
+  gen::Schedule s;
+  model::GradScalerConfig scaler;
+  std::vector<InjectedGrad> injected;
+};
+FoundInfDraw draw_found_inf();
+
 }  // namespace sc::props
