@@ -518,7 +518,8 @@ std::vector<Property> real_code_properties() {
         run_port_vs_real_code(in.c, in.schedule, b, tree_or_fail());
       });
   diff.target = Target::kPortVsRealCode;
-  diff.not_on_real_code = "it runs the port and the real code side by side";
+  diff.not_on_real_code =
+      "it runs the port and the real code side by side (verify-megatron --real-ranks VARIANT)";
   Property ranks = replayable(
       "RealRanks.MultiProcessEqualsOneProcessAndPort",
       "real code on one worker process per DP rank over Gloo (its DDP reduce-scatters the "
@@ -530,8 +531,8 @@ std::vector<Property> real_code_properties() {
       });
   ranks.target = Target::kPortVsRealCode;
   ranks.not_on_real_code =
-      "it runs the real code itself whatever the system under test, on real ranks beside its "
-      "one-process emulation and the port";
+      "it runs the real code itself, on real ranks beside its one-process emulation and the port "
+      "(verify-megatron --real-ranks VARIANT)";
   Property resume = real_ranks_resume(
       "RealRanks.TorchFormatResumeEqualsNoInterruption",
       "saves Megatron's `torch` format (each rank's `state_dict()`, the param state gathered on "
@@ -571,7 +572,8 @@ std::vector<Property> real_code_properties() {
                                 .not_on_real_code = dp_reshardable
                                                         .not_on_real_code = reshard
                                                                                 .not_on_real_code =
-      "it runs the real code itself whatever the system under test, on real ranks beside the port";
+      "it runs the real code itself, on real ranks beside the port (verify-megatron --real-ranks "
+      "VARIANT)";
   return {diff, ranks, resume, reshardable, dp_reshardable, reshard};
 }
 
