@@ -270,7 +270,7 @@ def save_to(rank, directory, sharding_type):
     """Real ranks, every rank of the world at once (the fully_reshardable save all-gathers):
     saves through Megatron's torch_dist strategy where torch_dist_writer says so; otherwise
     writes this rank's main replicas, and on DP rank 0 the common state, to its own file in
-    `directory`."""
+    `directory`. A save that raises on a rank raises there."""
     _require_real(rank, directory, "save_sharded")
     if sharding_type not in REAL_RANKS_TYPES:
         raise ValueError(f"save_sharded: sharding type {sharding_type!r} is not one of "
@@ -280,10 +280,14 @@ def save_to(rank, directory, sharding_type):
         return
     saved = Saved(sharding_type)
     save(rank, saved)
+    if saved.error is not None:
+        # Raised here, not left for the load: a rank whose build raised before the save's
+        # all-gather would leave its peers waiting in it until the collective timeout; raised,
+        # the world stops them (world.py), or goes on in step where every rank raised alike.
+        raise saved.error
     part = {"sharding_type": sharding_type, "shards": _host(saved.shards),
             "common": _host(saved.common), "shapes": saved.shapes, "chunks": saved.chunks,
-            "group": saved.group,
-            "error": None if saved.error is None else str(saved.error)}
+            "group": saved.group}
     torch.save(part, os.path.join(directory, f"{_file_prefix(rank)}dp{rank.rank}.pt"))
 
 
@@ -310,8 +314,6 @@ def load_from(rank, directory):
         saved.group = part["group"]
         if part["common"] is not None:
             saved.common = part["common"]
-        if part["error"] is not None and saved.error is None:
-            saved.error = RuntimeError(part["error"])
     load(rank, saved)
 
 
