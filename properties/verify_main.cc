@@ -7,7 +7,7 @@
 //                     [--patch FILE]... [--replay CMD] [--case-replay CMD] [--run-dir DIR]
 //                     [--after-tree DIR --fix FILE [--after-replay CMD] [--left-out TEXT]...
 //                      [--fixes FN]... [--regressions DIR]]
-//                     [--real-ranks VARIANT [--real-ranks-cases N]]
+//                     [--real-ranks VARIANT [--real-ranks-cases N]] [--junit FILE]
 //
 // --real-ranks adds the properties that run the real code themselves, on real ranks (one worker
 // process per DP rank over Gloo) and beside the port, the port under VARIANT: the fixes the tree
@@ -18,6 +18,7 @@
 // RC_PARAMS sets the cases and the seed as elsewhere. Exit status: 0 every property passes (a
 // review: nothing newly failing and every claim holds), 1 otherwise, 2 bad input (arguments, or a
 // tree the worker cannot serve: one line says why).
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "properties/case_file.h"
+#include "properties/junit.h"
 #include "properties/registry.h"
 #include "properties/run.h"
 #include "properties/support.h"
@@ -52,6 +54,7 @@ struct Request {
   // The real-ranks properties and the port's variant beside them; their cases (0: RC_PARAMS's).
   std::string real_ranks;
   int real_ranks_cases = 0;
+  std::string junit;  // JUnit XML of the run, written here as well
 };
 
 std::optional<std::string> set_real_ranks_cases(const sc::input::OptionArg& arg, Request& r) {
@@ -105,6 +108,8 @@ const sc::input::Option<Request> kOptions[] = {
      sc::input::set_text<Request, &Request::real_ranks>},
     {"real-ranks-cases", "N", "cases of each real-ranks property (default: RC_PARAMS's)",
      set_real_ranks_cases},
+    {"junit", "FILE", "also write the run (or the review) as JUnit XML to FILE",
+     sc::input::set_text<Request, &Request::junit>},
 };
 
 const std::string kUsage =
@@ -193,7 +198,9 @@ Outcome verify(const sc::props::Property& p, const Side& side, const Request& r)
   if (beside_port && r.real_ranks_cases > 0) options.max_success = r.real_ranks_cases;
   Outcome out;
   out.property = &p;
+  const auto start = std::chrono::steady_clock::now();
   out.run = sc::props::run_property([&] { p.body(variant); }, options);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.not_run = left_out_by_reproduce(out.run);
   if (!out.failed()) return out;
   const fs::path file = fs::path(side.case_dir) / (p.name + ".megatron.json");
@@ -357,10 +364,21 @@ std::string fresh_run_dir(const Request& r) {
   return made == nullptr ? "shardcheck-verify-run" : made;
 }
 
+// Writes --junit's file, where one was asked for; false (and why, on stderr) when it cannot.
+bool write_junit(const Request& r, const std::string& xml) {
+  if (r.junit.empty()) return true;
+  std::ofstream out(r.junit);
+  out << xml;
+  if (out.flush()) return true;
+  std::cerr << "shardcheck-verify: --junit=" << r.junit << ": cannot write it\n";
+  return false;
+}
+
 int run_once(const Request& r, const std::string& run_dir) {
   Side side{r.tree, {r.name, r.commit, r.patches, {}}, r.replay, run_dir};
   run_table(side, r);
   const auto skipped = not_on_real_code(r);
+  if (!write_junit(r, sc::props::junit_xml(side.run, skipped))) return sc::input::kExitBadInput;
   if (r.json) {
     nlohmann::json out = sc::props::run_json(side.run, stand_ins(r.tree), skipped);
     out["run_dir"] = run_dir;
@@ -385,6 +403,7 @@ int run_review(const Request& r, const std::string& run_dir) {
   run_table(after, r);
   const sc::props::Review review = review_of(before, after, r);
   const auto skipped = not_on_real_code(r);
+  if (!write_junit(r, sc::props::junit_xml(review, skipped))) return sc::input::kExitBadInput;
   if (r.json) {
     nlohmann::json out = sc::props::review_json(review, skipped);
     out["run_dir"] = run_dir;

@@ -110,7 +110,7 @@ const char* run_verdict(const Outcome& o) {
 
 json outcome_json(const Outcome& o) {
   if (o.not_run) return {{"ran", false}, {"why", "not in the reproduce string"}};
-  json j{{"ran", true}, {"passed", !o.failed()}, {"cases", o.run.cases}};
+  json j{{"ran", true}, {"passed", !o.failed()}, {"cases", o.run.cases}, {"seconds", o.seconds}};
   if (!o.failed()) return j;
   j["failure"] = o.run.description;
   j["counterexample"] = o.run.counterexample;

@@ -19,6 +19,7 @@ struct Outcome {
   bool not_run = false;     // left out by a reproduce string (RC_PARAMS="reproduce=...")
   std::string case_file;    // the shrunk case's file, when the property writes one
   std::string replay;       // the one command that replays the failure against the same tree
+  double seconds = 0;       // wall time of its run
   bool failed() const { return !not_run && run.kind != RunOutcome::Kind::kPassed; }
 };
 
