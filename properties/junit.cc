@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "properties/support.h"
+#include "sim/picture/svg.h"
 
 namespace sc::props {
 
@@ -20,15 +21,15 @@ struct Case {
 
 std::string attribute(const std::string& text) {
   const size_t line = text.find('\n');
-  return xml_escaped(line == std::string::npos ? text : text.substr(0, line));
+  return sc::picture::xml_escape(line == std::string::npos ? text : text.substr(0, line));
 }
 
 void write_case(std::ostream& out, const Case& c) {
   const size_t dot = c.name.find('.');
   char time[32];
   std::snprintf(time, sizeof time, "%.3f", c.seconds);
-  out << "    <testcase classname=\"" << xml_escaped(c.name.substr(0, dot)) << "\" name=\""
-      << xml_escaped(dot == std::string::npos ? c.name : c.name.substr(dot + 1)) << "\" time=\""
+  out << "    <testcase classname=\"" << sc::picture::xml_escape(c.name.substr(0, dot)) << "\" name=\""
+      << sc::picture::xml_escape(dot == std::string::npos ? c.name : c.name.substr(dot + 1)) << "\" time=\""
       << time << "\"";
   if (c.failure.empty() && c.skipped.empty()) {
     out << "/>\n";
@@ -36,7 +37,7 @@ void write_case(std::ostream& out, const Case& c) {
   }
   out << ">\n";
   if (!c.failure.empty()) {
-    out << "      <failure message=\"" << attribute(c.failure) << "\">" << xml_escaped(c.body)
+    out << "      <failure message=\"" << attribute(c.failure) << "\">" << sc::picture::xml_escape(c.body)
         << "</failure>\n";
   } else {
     out << "      <skipped message=\"" << attribute(c.skipped) << "\"/>\n";
@@ -73,7 +74,7 @@ std::string document(const std::string& suite, const std::vector<Case>& cases) {
                              std::to_string(skipped) + "\"";
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       << "<testsuites name=\"shardcheck-verify\" " << counts << ">\n"
-      << "  <testsuite name=\"" << xml_escaped(suite) << "\" " << counts << " time=\"" << seconds
+      << "  <testsuite name=\"" << sc::picture::xml_escape(suite) << "\" " << counts << " time=\"" << seconds
       << "\">\n";
   for (const Case& c : cases) write_case(out, c);
   out << "  </testsuite>\n</testsuites>\n";
@@ -87,23 +88,6 @@ void add_not_run(std::vector<Case>& cases, const std::vector<const Property*>& n
 }
 
 }  // namespace
-
-std::string xml_escaped(const std::string& text) {
-  std::string out;
-  for (const char ch : text) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (u < 0x20 && ch != '\n' && ch != '\t' && ch != '\r') continue;
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += ch;
-    }
-  }
-  return out;
-}
 
 std::string junit_xml(const TreeRun& run, const std::vector<const Property*>& not_on_real_code) {
   std::vector<Case> cases;

@@ -14,8 +14,4 @@ namespace sc::props {
 std::string junit_xml(const TreeRun& run, const std::vector<const Property*>& not_on_real_code);
 std::string junit_xml(const Review& review, const std::vector<const Property*>& not_on_real_code);
 
-// `text` with XML's five special characters escaped and the control characters XML 1.0 refuses
-// left out.
-std::string xml_escaped(const std::string& text);
-
 }  // namespace sc::props

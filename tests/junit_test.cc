@@ -84,9 +84,5 @@ TEST(JUnit, AReviewFailsOnlyWhatIsNewlyFailing) {
   EXPECT_NE(xml.find("classname=\"Claim\" name=\"NotMet\""), std::string::npos) << xml;
 }
 
-TEST(JUnit, ControlCharactersXmlRefusesAreLeftOut) {
-  EXPECT_EQ(xml_escaped(std::string("a\x01" "b\tc\nd'")), "ab\tc\nd&apos;");
-}
-
 }  // namespace
 }  // namespace sc::props

@@ -41,7 +41,7 @@ const std::vector<Layer>& layers() {
       {"sim/picture", {"model"}},
       {"sim/rig", {"model", "sim/port", "sim/engines"}},
       {"sim/app", {"sim/rig", "sim/input", "sim/picture"}},
-      {"properties", {"sim/rig", "sim/input"}},
+      {"properties", {"sim/rig", "sim/input", "sim/picture"}},
       {"tests", {"properties", "sim/app"}},
       {"bench", {"properties", "sim/app"}},
       {"fuzz", {"properties", "sim/app"}},
