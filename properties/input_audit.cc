@@ -69,31 +69,43 @@ void add_params(std::vector<InputDimension>& out) {
   const auto draw = gen::case_and_schedule;
   const std::string g = "gen::case_and_schedule";
   const std::string k = "per parameter";
-  out.push_back(drawn(k, "a 16-bit parameter (bf16 or fp16)", g, draw, [](const CaseInputs& in) {
-    return any_param(in, [](const auto& p) { return model::is_float16(p.dtype); });
-  }, 0.5));
-  out.push_back(drawn(k, "an fp32 parameter in a 16-bit model (mark_keep_in_fp32)", g, draw,
-                      [](const CaseInputs& in) {
-                        return in_class(in, "fp32 parameter inside a 16-bit model");
-                      }, 0.3));
-  out.push_back(drawn(k, "bf16 and fp16 parameters in one model", g, draw, [](const CaseInputs& in) {
-    return any_param(in, [](const auto& p) { return p.dtype == model::DType::kBFloat16; }) &&
-           any_param(in, [](const auto& p) { return p.dtype == model::DType::kFloat16; });
-  }, 0.05));
-  out.push_back(drawn(k, "a parameter of 2 to 4 dimensions", g, draw, [](const CaseInputs& in) {
-    return any_param(in, [](const auto& p) { return p.shape.size() >= 2; });
-  }, 0.3));
-  out.push_back(drawn(k, "an expert parameter (its own buffer and expert DP group)", g, draw,
-                      [](const CaseInputs& in) {
-                        return any_param(in, [](const auto& p) { return p.is_expert; });
-                      }, 0.1));
-  out.push_back(drawn(k, "a shared embedding (a bucket of its own)", g, draw,
-                      [](const CaseInputs& in) { return in_class(in, "shared embedding"); }, 0.15));
-  out.push_back(drawn(k, "a parameter across a DP rank boundary", g, draw, [](const CaseInputs& in) {
-    return in_class(in, "parameter straddles a rank boundary");
-  }, 0.4));
-  out.push_back(not_drawn(k, "a frozen parameter (requires_grad False), and a rank or stage whose "
-                             "parameters are all frozen (a stub DistributedOptimizer)",
+  out.push_back(drawn(
+      k, "a 16-bit parameter (bf16 or fp16)", g, draw,
+      [](const CaseInputs& in) {
+        return any_param(in, [](const auto& p) { return model::is_float16(p.dtype); });
+      },
+      0.5));
+  out.push_back(drawn(
+      k, "an fp32 parameter in a 16-bit model (mark_keep_in_fp32)", g, draw,
+      [](const CaseInputs& in) { return in_class(in, "fp32 parameter inside a 16-bit model"); },
+      0.3));
+  out.push_back(drawn(
+      k, "bf16 and fp16 parameters in one model", g, draw,
+      [](const CaseInputs& in) {
+        return any_param(in, [](const auto& p) { return p.dtype == model::DType::kBFloat16; }) &&
+               any_param(in, [](const auto& p) { return p.dtype == model::DType::kFloat16; });
+      },
+      0.05));
+  out.push_back(drawn(
+      k, "a parameter of 2 to 4 dimensions", g, draw,
+      [](const CaseInputs& in) {
+        return any_param(in, [](const auto& p) { return p.shape.size() >= 2; });
+      },
+      0.3));
+  out.push_back(drawn(
+      k, "an expert parameter (its own buffer and expert DP group)", g, draw,
+      [](const CaseInputs& in) { return any_param(in, [](const auto& p) { return p.is_expert; }); },
+      0.1));
+  out.push_back(drawn(
+      k, "a shared embedding (a bucket of its own)", g, draw,
+      [](const CaseInputs& in) { return in_class(in, "shared embedding"); }, 0.15));
+  out.push_back(drawn(
+      k, "a parameter across a DP rank boundary", g, draw,
+      [](const CaseInputs& in) { return in_class(in, "parameter straddles a rank boundary"); },
+      0.4));
+  out.push_back(not_drawn(k,
+                          "a frozen parameter (requires_grad False), and a rank or stage whose "
+                          "parameters are all frozen (a stub DistributedOptimizer)",
                           "every case parameter is trainable: the model has no frozen parameter "
                           "and the worker builds each instance from trainable ones, so Megatron's "
                           "stub optimizer (param_groups empty) is never built; it hides G02"));
@@ -103,24 +115,28 @@ void add_steps(std::vector<InputDimension>& out) {
   const auto draw = gen::case_and_schedule;
   const std::string g = "gen::case_and_schedule";
   const std::string k = "per step";
-  out.push_back(drawn(k, "several steps", g, draw,
-                      [](const CaseInputs& in) { return in.schedule.steps.size() >= 2; }, 0.5));
-  out.push_back(drawn(k, "an all-zero gradient", g, draw, [](const CaseInputs& in) {
-    return any_grad(in, {gen::GradKind::kZero});
-  }, 0.2));
-  out.push_back(drawn(k, "tiny or large gradients", g, draw, [](const CaseInputs& in) {
-    return any_grad(in, {gen::GradKind::kTiny, gen::GradKind::kLarge});
-  }, 0.3));
+  out.push_back(drawn(
+      k, "several steps", g, draw,
+      [](const CaseInputs& in) { return in.schedule.steps.size() >= 2; }, 0.5));
+  out.push_back(drawn(
+      k, "an all-zero gradient", g, draw,
+      [](const CaseInputs& in) { return any_grad(in, {gen::GradKind::kZero}); }, 0.2));
+  out.push_back(drawn(
+      k, "tiny or large gradients", g, draw,
+      [](const CaseInputs& in) {
+        return any_grad(in, {gen::GradKind::kTiny, gen::GradKind::kLarge});
+      },
+      0.3));
   out.push_back({k, "an inf or NaN gradient (the found-inf skip) under Megatron's loss scaler",
                  "draw_found_inf", [] { return !draw_found_inf().injected.empty(); }, 0.3, ""});
-  out.push_back(drawn(k, "learning rate or weight decay changed between steps", g, draw,
-                      hyper_changes, 0.2));
-  out.push_back(drawn(k, "learning rate and weight decay 0", "gen::zero_lr_case",
-                      gen::zero_lr_case, [](const CaseInputs& in) {
-                        return !in.schedule.steps.empty();
-                      }, 1.0));
-  out.push_back(not_drawn(k, "a gradient norm of another type (inf, 1, 3) through "
-                             "get_grad_norm_fp32, a public function of clip_grads",
+  out.push_back(
+      drawn(k, "learning rate or weight decay changed between steps", g, draw, hyper_changes, 0.2));
+  out.push_back(drawn(
+      k, "learning rate and weight decay 0", "gen::zero_lr_case", gen::zero_lr_case,
+      [](const CaseInputs& in) { return !in.schedule.steps.empty(); }, 1.0));
+  out.push_back(not_drawn(k,
+                          "a gradient norm of another type (inf, 1, 3) through "
+                          "get_grad_norm_fp32, a public function of clip_grads",
                           "Megatron's optimizers pass norm type 2 only and the worker calls the "
                           "norm through them; a direct caller's inf or p-norm, and its empty "
                           "list on a rank with no grads, are not drawn: it hides G15"));
@@ -129,50 +145,64 @@ void add_steps(std::vector<InputDimension>& out) {
 void add_groups_and_configuration(std::vector<InputDimension>& out) {
   const auto draw = gen::case_and_schedule;
   const std::string g = "gen::case_and_schedule";
-  out.push_back(drawn("per group", "several param groups (weight-decay groups)", g, draw,
-                      [](const CaseInputs& in) { return in.c.num_groups() >= 2; }, 0.3));
-  out.push_back(drawn("per group", "a group empty on a DP rank", g, draw, [](const CaseInputs& in) {
-    return in_class(in, "empty group on a checked rank");
-  }, 0.4));
+  out.push_back(drawn(
+      "per group", "several param groups (weight-decay groups)", g, draw,
+      [](const CaseInputs& in) { return in.c.num_groups() >= 2; }, 0.3));
+  out.push_back(drawn(
+      "per group", "a group empty on a DP rank", g, draw,
+      [](const CaseInputs& in) { return in_class(in, "empty group on a checked rank"); }, 0.4));
   const std::string k = "configuration";
-  out.push_back(drawn(k, "DP odd or prime", g, draw,
-                      [](const CaseInputs& in) { return in_class(in, "dp odd (> 1)"); }, 0.3));
-  out.push_back(drawn(k, "an expert DP size other than the dense one", g, draw,
-                      [](const CaseInputs& in) {
-                        return in.c.expert_dp != in.c.dp &&
-                               any_param(in, [](const auto& p) { return p.is_expert; });
-                      }, 0.05));
-  out.push_back(drawn(k, "several buckets (bucket_size) and overlap_grad_reduce", g, draw,
-                      [](const CaseInputs& in) { return in.c.bucket_size.has_value(); }, 0.3));
-  out.push_back(drawn(k, "pad_buckets_for_high_nccl_busbw", g, draw,
-                      [](const CaseInputs& in) { return in.c.pad_for_high_nccl_busbw; }, 0.05));
-  out.push_back(drawn(k, "grad_reduce_in_fp32", g, draw,
-                      [](const CaseInputs& in) { return in.c.grad_reduce_in_fp32; }, 0.2));
-  out.push_back(drawn(k, "the precision-aware optimizer", g, draw,
-                      [](const CaseInputs& in) { return in.c.precision_aware; }, 0.25));
-  out.push_back(drawn(k, "store_param_remainders off", g, draw,
-                      [](const CaseInputs& in) { return !in.c.store_param_remainders; }, 0.1));
-  out.push_back(drawn(k, "optimizer_cpu_offload, fraction strictly between 0 and 1", g, draw,
-                      [](const CaseInputs& in) {
-                        return in.c.cpu_offload && in.c.offload_fraction > 0 &&
-                               in.c.offload_fraction < 1;
-                      }, 0.1));
-  out.push_back(drawn(k, "overlap_cpu_optimizer_d2h_h2d off", g, draw, [](const CaseInputs& in) {
-    return in.c.cpu_offload && !in.c.overlap_cpu_optimizer_d2h_h2d;
-  }, 0.1));
-  out.push_back(drawn(k, "without Transformer Engine (torch's AdamW)", g, draw,
-                      [](const CaseInputs& in) { return !in.c.transformer_engine; }, 0.15));
-  out.push_back(drawn(k, "two model chunks (virtual pipeline stages)", g, draw,
-                      [](const CaseInputs& in) {
-                        return any_param(in, [](const auto& p) { return p.chunk > 0; });
-                      }, 0.1));
-  out.push_back(not_drawn(k, "overlap_param_gather (the param all-gather dispatched by DDP's "
-                             "forward pre-hooks)",
+  out.push_back(drawn(
+      k, "DP odd or prime", g, draw,
+      [](const CaseInputs& in) { return in_class(in, "dp odd (> 1)"); }, 0.3));
+  out.push_back(drawn(
+      k, "an expert DP size other than the dense one", g, draw,
+      [](const CaseInputs& in) {
+        return in.c.expert_dp != in.c.dp &&
+               any_param(in, [](const auto& p) { return p.is_expert; });
+      },
+      0.05));
+  out.push_back(drawn(
+      k, "several buckets (bucket_size) and overlap_grad_reduce", g, draw,
+      [](const CaseInputs& in) { return in.c.bucket_size.has_value(); }, 0.3));
+  out.push_back(drawn(
+      k, "pad_buckets_for_high_nccl_busbw", g, draw,
+      [](const CaseInputs& in) { return in.c.pad_for_high_nccl_busbw; }, 0.05));
+  out.push_back(drawn(
+      k, "grad_reduce_in_fp32", g, draw,
+      [](const CaseInputs& in) { return in.c.grad_reduce_in_fp32; }, 0.2));
+  out.push_back(drawn(
+      k, "the precision-aware optimizer", g, draw,
+      [](const CaseInputs& in) { return in.c.precision_aware; }, 0.25));
+  out.push_back(drawn(
+      k, "store_param_remainders off", g, draw,
+      [](const CaseInputs& in) { return !in.c.store_param_remainders; }, 0.1));
+  out.push_back(drawn(
+      k, "optimizer_cpu_offload, fraction strictly between 0 and 1", g, draw,
+      [](const CaseInputs& in) {
+        return in.c.cpu_offload && in.c.offload_fraction > 0 && in.c.offload_fraction < 1;
+      },
+      0.1));
+  out.push_back(drawn(
+      k, "overlap_cpu_optimizer_d2h_h2d off", g, draw,
+      [](const CaseInputs& in) { return in.c.cpu_offload && !in.c.overlap_cpu_optimizer_d2h_h2d; },
+      0.1));
+  out.push_back(drawn(
+      k, "without Transformer Engine (torch's AdamW)", g, draw,
+      [](const CaseInputs& in) { return !in.c.transformer_engine; }, 0.15));
+  out.push_back(drawn(
+      k, "two model chunks (virtual pipeline stages)", g, draw,
+      [](const CaseInputs& in) { return any_param(in, [](const auto& p) { return p.chunk > 0; }); },
+      0.1));
+  out.push_back(not_drawn(k,
+                          "overlap_param_gather (the param all-gather dispatched by DDP's "
+                          "forward pre-hooks)",
                           "real ranks all-gather synchronously after the step and one process "
                           "stubs it: DDP's dispatch of the next bucket group is never driven; it "
                           "hides G03 and, with the layer-wise optimizer, G13"));
-  out.push_back(not_drawn(k, "several distributed-optimizer instances "
-                             "(num_distributed_optimizer_instances > 1)",
+  out.push_back(not_drawn(k,
+                          "several distributed-optimizer instances "
+                          "(num_distributed_optimizer_instances > 1)",
                           "every world has one instance; it hides G12, whose race also needs "
                           "compute on a non-default CUDA stream"));
   out.push_back(not_drawn(k, "buffers built without a pg_collection (parallel_state's groups)",
@@ -183,28 +213,34 @@ void add_groups_and_configuration(std::vector<InputDimension>& out) {
 
 void add_checkpoints(std::vector<InputDimension>& out) {
   const std::string k = "checkpoint";
-  out.push_back(drawn(k, "a resume after some steps (the hybrid optimizer's own state dict, "
-                         "dp_reshardable)", "gen::split_schedule",
-                      [] { return gen::split_schedule(false); },
-                      [](const CaseInputs& in) { return in.split >= 1; }, 1.0));
-  out.push_back(drawn(k, "the torch format (dp_zero_gather_scatter)", "gen::gathered_case",
-                      [] { return gen::gathered_case(false); }, [](const CaseInputs& in) {
-                        return in.checkpoint_format == "dp_zero_gather_scatter";
-                      }, 0.3));
-  out.push_back(drawn(k, "fully_reshardable, loaded at another DP size", "gen::gathered_case",
-                      [] { return gen::gathered_case(false); }, [](const CaseInputs& in) {
-                        return in.checkpoint_format == "fully_reshardable" && in.other_dp != 0;
-                      }, 0.03));
-  out.push_back(drawn(k, "a state dict read with map_location=\"cpu\"", "gen::mapped_load_case",
-                      gen::mapped_load_case,
-                      [](const CaseInputs& in) { return in.map_location == "cpu"; }, 0.3));
+  out.push_back(drawn(
+      k,
+      "a resume after some steps (the hybrid optimizer's own state dict, "
+      "dp_reshardable)",
+      "gen::split_schedule", [] { return gen::split_schedule(false); },
+      [](const CaseInputs& in) { return in.split >= 1; }, 1.0));
+  out.push_back(drawn(
+      k, "the torch format (dp_zero_gather_scatter)", "gen::gathered_case",
+      [] { return gen::gathered_case(false); },
+      [](const CaseInputs& in) { return in.checkpoint_format == "dp_zero_gather_scatter"; }, 0.3));
+  out.push_back(drawn(
+      k, "fully_reshardable, loaded at another DP size", "gen::gathered_case",
+      [] { return gen::gathered_case(false); },
+      [](const CaseInputs& in) {
+        return in.checkpoint_format == "fully_reshardable" && in.other_dp != 0;
+      },
+      0.03));
+  out.push_back(drawn(
+      k, "a state dict read with map_location=\"cpu\"", "gen::mapped_load_case",
+      gen::mapped_load_case, [](const CaseInputs& in) { return in.map_location == "cpu"; }, 0.3));
   out.push_back(drawn(k, "a save before the first step", "draw_hybrid_state_case",
                       draw_hybrid_state_case, saves_before_a_step, 0.02));
   out.push_back(drawn(k, "reload_model_params (weights loaded without optimizer state)",
                       "draw_hybrid_state_case", draw_hybrid_state_case,
                       has_command<state_cmd::ReloadModelParams>, 0.2));
-  out.push_back(not_drawn(k, "files read back by torch.load with the pinned torch's default "
-                             "(weights_only=True)",
+  out.push_back(not_drawn(k,
+                          "files read back by torch.load with the pinned torch's default "
+                          "(weights_only=True)",
                           "the worker keeps torch-format checkpoints in memory and reads its own "
                           "files with weights_only=False: what the default unpickler refuses is "
                           "never met"));
@@ -212,14 +248,17 @@ void add_checkpoints(std::vector<InputDimension>& out) {
 
 void add_wrappers_and_devices(std::vector<InputDimension>& out) {
   const std::string k = "wrapper";
-  out.push_back(not_drawn(k, "ChainedOptimizer, which get_megatron_optimizer returns always (the "
-                             "dense and expert optimizers chained)",
+  out.push_back(not_drawn(k,
+                          "ChainedOptimizer, which get_megatron_optimizer returns always (the "
+                          "dense and expert optimizers chained)",
                           "the worker builds each distributed optimizer through "
                           "_get_megatron_optimizer_based_on_param_groups and drives it alone; it "
                           "hides G07, G11 and G14"));
-  out.push_back(not_drawn(k, "Float16OptimizerWithFloat16Params and FP32Optimizer "
-                             "(use_distributed_optimizer off)",
-                          "the worker builds the distributed optimizer only; it hides G01 and G04"));
+  out.push_back(
+      not_drawn(k,
+                "Float16OptimizerWithFloat16Params and FP32Optimizer "
+                "(use_distributed_optimizer off)",
+                "the worker builds the distributed optimizer only; it hides G01 and G04"));
   out.push_back(not_drawn(k, "LayerWiseDistributedOptimizer (Muon's layer-wise path)",
                           "never built: it needs the emerging-optimizers package and "
                           "overlap_param_gather; it hides G13"));
@@ -231,8 +270,9 @@ void add_wrappers_and_devices(std::vector<InputDimension>& out) {
                           "on a CPU machine the worker's streams run in program order and pin "
                           "nothing; the port draws stream orders (StreamSimulation.*) and "
                           "scripts/gpu-check runs the real code on a GPU"));
-  out.push_back(not_drawn(d, "Transformer Engine importable while the tree loads (its "
-                             "multi_tensor_* kernels bound at import)",
+  out.push_back(not_drawn(d,
+                          "Transformer Engine importable while the tree loads (its "
+                          "multi_tensor_* kernels bound at import)",
                           "Transformer Engine is hidden at import (its kernels need CUDA) and "
                           "only FusedAdam is stood in: the import blocks always take Megatron's "
                           "local fallbacks; it hides G01"));

@@ -28,17 +28,18 @@ void write_case(std::ostream& out, const Case& c) {
   const size_t dot = c.name.find('.');
   char time[32];
   std::snprintf(time, sizeof time, "%.3f", c.seconds);
-  out << "    <testcase classname=\"" << sc::picture::xml_escape(c.name.substr(0, dot)) << "\" name=\""
-      << sc::picture::xml_escape(dot == std::string::npos ? c.name : c.name.substr(dot + 1)) << "\" time=\""
-      << time << "\"";
+  out << "    <testcase classname=\"" << sc::picture::xml_escape(c.name.substr(0, dot))
+      << "\" name=\""
+      << sc::picture::xml_escape(dot == std::string::npos ? c.name : c.name.substr(dot + 1))
+      << "\" time=\"" << time << "\"";
   if (c.failure.empty() && c.skipped.empty()) {
     out << "/>\n";
     return;
   }
   out << ">\n";
   if (!c.failure.empty()) {
-    out << "      <failure message=\"" << attribute(c.failure) << "\">" << sc::picture::xml_escape(c.body)
-        << "</failure>\n";
+    out << "      <failure message=\"" << attribute(c.failure) << "\">"
+        << sc::picture::xml_escape(c.body) << "</failure>\n";
   } else {
     out << "      <skipped message=\"" << attribute(c.skipped) << "\"/>\n";
   }
@@ -74,8 +75,8 @@ std::string document(const std::string& suite, const std::vector<Case>& cases) {
                              std::to_string(skipped) + "\"";
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       << "<testsuites name=\"shardcheck-verify\" " << counts << ">\n"
-      << "  <testsuite name=\"" << sc::picture::xml_escape(suite) << "\" " << counts << " time=\"" << seconds
-      << "\">\n";
+      << "  <testsuite name=\"" << sc::picture::xml_escape(suite) << "\" " << counts << " time=\""
+      << seconds << "\">\n";
   for (const Case& c : cases) write_case(out, c);
   out << "  </testsuite>\n</testsuites>\n";
   return out.str();

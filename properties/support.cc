@@ -36,15 +36,16 @@ std::optional<rig::MegatronTarget> scoped_tree;   // set by a live RealCodeScope
 std::string scoped_name;                          // its name in messages
 }  // namespace
 
-RealCodeScope::RealCodeScope(rig::MegatronTarget tree, std::string name) {
+RealCodeScope::RealCodeScope(rig::MegatronTarget tree, std::string name)
+    : outer_tree_(scoped_tree), outer_name_(scoped_name) {
   scoped_name = name.empty() ? tree.tree : std::move(name);
   scoped_tree = std::move(tree);
 }
 
 RealCodeScope::~RealCodeScope() {
-  scoped_tree.reset();
-  scoped_name.clear();
-  configure_generation();
+  scoped_tree = outer_tree_;
+  scoped_name = outer_name_;
+  if (!scoped_tree) configure_generation();
 }
 
 std::optional<rig::MegatronTarget> megatron_tree() {

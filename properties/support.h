@@ -36,13 +36,17 @@ bool real_code_under_test();
 rig::Target target_for(const sut::Behaviour& behaviour);
 // While alive, properties run against real Megatron code from `tree` whatever SC_SUT says (the
 // benchmarks time both systems in one run; a review runs two trees), named `name` in messages
-// (default: the tree's folder).
+// (default: the tree's folder). Scopes nest: when one ends, the one around it is in force again.
 class RealCodeScope {
  public:
   explicit RealCodeScope(rig::MegatronTarget tree, std::string name = "");
   ~RealCodeScope();
   RealCodeScope(const RealCodeScope&) = delete;
   RealCodeScope& operator=(const RealCodeScope&) = delete;
+
+ private:
+  std::optional<rig::MegatronTarget> outer_tree_;
+  std::string outer_name_;
 };
 // Who a failure is about, for its first words: "variant NAME" on the port, "megatron LABEL"
 // against real code (the real_code_label of SC_MEGATRON_NAME and SC_MEGATRON_PATCHES, which

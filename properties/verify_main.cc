@@ -8,6 +8,12 @@
 //                     [--after-tree DIR --fix FILE [--after-replay CMD] [--left-out TEXT]...
 //                      [--fixes FN]... [--regressions DIR]]
 //                     [--real-ranks VARIANT [--real-ranks-cases N]] [--junit FILE]
+//                     [--control-tree DIR]
+//
+// --control-tree DIR runs each case of a replayable property on DIR first and discards it where
+// DIR fails it too: a failure is then one the tree's extra patch causes, and its shrunk case one
+// the control passes (scripts/recall's attribution where the control fails the property on other
+// cases, a finding its base leaves out).
 //
 // --real-ranks adds the properties that run the real code themselves, on real ranks (one worker
 // process per DP rank over Gloo) and beside the port, the port under VARIANT: the fixes the tree
@@ -18,6 +24,8 @@
 // RC_PARAMS sets the cases and the seed as elsewhere. Exit status: 0 every property passes (a
 // review: nothing newly failing and every claim holds), 1 otherwise, 2 bad input (arguments, or a
 // tree the worker cannot serve: one line says why).
+#include <rapidcheck.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -55,6 +63,9 @@ struct Request {
   std::string real_ranks;
   int real_ranks_cases = 0;
   std::string junit;  // JUnit XML of the run, written here as well
+  // The same tree without one patch: a case it fails is discarded, so that what fails is the
+  // patch's doing (the replayable properties only).
+  std::string control_tree;
 };
 
 std::optional<std::string> set_real_ranks_cases(const sc::input::OptionArg& arg, Request& r) {
@@ -110,6 +121,9 @@ const sc::input::Option<Request> kOptions[] = {
      set_real_ranks_cases},
     {"junit", "FILE", "also write the run (or the review) as JUnit XML to FILE",
      sc::input::set_text<Request, &Request::junit>},
+    {"control-tree", "DIR",
+     "the tree without the patch under test: cases it fails are discarded (replayable ones)",
+     sc::input::set_text<Request, &Request::control_tree>},
 };
 
 const std::string kUsage =
@@ -139,7 +153,8 @@ std::optional<std::string> review_problem(const Request& r) {
   if (!r.real_ranks.empty() && !sc::sut::behaviour_by_name(r.real_ranks)) {
     return "--real-ranks=" + r.real_ranks + ": not a variant (upstream, pr6982, patched-F3, ...)";
   }
-  if (r.real_ranks.empty() && r.real_ranks_cases != 0) return "--real-ranks-cases needs --real-ranks";
+  if (r.real_ranks.empty() && r.real_ranks_cases != 0)
+    return "--real-ranks-cases needs --real-ranks";
   return std::nullopt;
 }
 
@@ -182,24 +197,51 @@ void describe(const Side& side) {
 // it was not run, which is not a pass.
 bool left_out_by_reproduce(const sc::props::RunOutcome& run) {
   const char* params = std::getenv("RC_PARAMS");
-  return run.kind == sc::props::RunOutcome::Kind::kPassed && run.cases == 0 &&
-         params != nullptr && std::string(params).find("reproduce=") != std::string::npos;
+  return run.kind == sc::props::RunOutcome::Kind::kPassed && run.cases == 0 && params != nullptr &&
+         std::string(params).find("reproduce=") != std::string::npos;
+}
+
+// Whether `p.check` fails `in` on the control tree; a case the control discards is discarded.
+bool fails_on_control(const sc::props::Property& p, const sc::props::CaseInputs& in,
+                      const sc::sut::Behaviour& variant, const Request& r) {
+  sc::props::RealCodeScope control({r.control_tree, false}, r.control_tree);
+  try {
+    p.check(in, variant);
+  } catch (const rc::detail::CaseResult& result) {
+    if (result.type != rc::detail::CaseResult::Type::Failure) throw;
+    return true;
+  } catch (const std::exception&) {
+    return true;
+  }
+  return false;
+}
+
+// `p`'s body, or with --control-tree for a replayable property: its draw, the case discarded
+// where the control fails it, then its check.
+std::function<void(const sc::sut::Behaviour&)> body_of(const sc::props::Property& p,
+                                                       const Request& r) {
+  if (r.control_tree.empty() || !p.check || !p.draw) return p.body;
+  return [&p, &r](const sc::sut::Behaviour& variant) {
+    const sc::props::CaseInputs in = p.draw();
+    RC_PRE(!fails_on_control(p, in, variant, r));
+    p.check(in, variant);
+  };
 }
 
 Outcome verify(const sc::props::Property& p, const Side& side, const Request& r) {
-  const std::string id = p.name.substr(0, p.name.find('.')) + "/" +
-                         p.name.substr(p.name.find('.') + 1);
+  const std::string id =
+      p.name.substr(0, p.name.find('.')) + "/" + p.name.substr(p.name.find('.') + 1);
   sc::props::RunOptions options;
   options.id = id;
   options.rapidcheck_listener = false;  // each failure prints its one replay line
   const bool beside_port = p.target == sc::props::Target::kPortVsRealCode;
-  const sc::sut::Behaviour variant = beside_port ? *sc::sut::behaviour_by_name(r.real_ranks)
-                                                 : sc::props::variant_under_test();
+  const sc::sut::Behaviour variant =
+      beside_port ? *sc::sut::behaviour_by_name(r.real_ranks) : sc::props::variant_under_test();
   if (beside_port && r.real_ranks_cases > 0) options.max_success = r.real_ranks_cases;
   Outcome out;
   out.property = &p;
   const auto start = std::chrono::steady_clock::now();
-  out.run = sc::props::run_property([&] { p.body(variant); }, options);
+  out.run = sc::props::run_property([&] { body_of(p, r)(variant); }, options);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.not_run = left_out_by_reproduce(out.run);
   if (!out.failed()) return out;
@@ -312,8 +354,9 @@ void judge_after(sc::props::Review& review, const Side& after, const Request& r)
       }
     }
     if (!runnable) {
-      review.claims.push_back(claim + " (no regression case of it runs against real code; its "
-                                      "Megatron-style test decides it)");
+      review.claims.push_back(claim +
+                              " (no regression case of it runs against real code; its "
+                              "Megatron-style test decides it)");
     } else {
       review.claims.push_back(claim);
     }

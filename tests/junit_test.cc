@@ -2,11 +2,12 @@
 // classname, a failure carrying the property's words, its case and its replay line, a skipped
 // entry with a NOT RUN reason, the counts on both elements, and text escaped as XML needs. A
 // review fails only the newly failing. Well under a second.
+#include "properties/junit.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "properties/junit.h"
 #include "properties/registry.h"
 
 namespace sc::props {
@@ -47,18 +48,23 @@ TEST(JUnit, ARunHasOneTestcasePerPropertyWithItsFailureAndItsReplay) {
   TreeRun run{"d8b71082", "", {"pr6982.patch"}, {}};
   run.outcomes = {passed("ShardBuilderDiff.PortRangesEqualModelOnEveryRank"),
                   failed("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption")};
-  const Property& skipped = property("FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded");
+  const Property& skipped =
+      property("FusedAdamDiff.EveryTensorFollowsTheFusedOrderEmptyOnesIncluded");
   const std::string xml = junit_xml(run, {&skipped});
   EXPECT_EQ(count(xml, "<testcase "), 3u) << xml;
   EXPECT_NE(xml.find("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""), std::string::npos)
       << xml;
-  EXPECT_NE(xml.find("classname=\"HybridOptimizerDiff\" name=\"SaveLoadContinueEqualsNoInterruption\""
-                     " time=\"1.500\""),
-            std::string::npos) << xml;
+  EXPECT_NE(
+      xml.find("classname=\"HybridOptimizerDiff\" name=\"SaveLoadContinueEqualsNoInterruption\""
+               " time=\"1.500\""),
+      std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("<failure message=\"dense rank 0: p0 &lt;bf16&gt; &amp; &quot;x&quot;\">"),
-            std::string::npos) << xml;
+            std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("replay: RC_PARAMS=&quot;reproduce=AB&quot; scripts/verify-megatron T"),
-            std::string::npos) << xml;
+            std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("<skipped message=\""), std::string::npos) << xml;
   EXPECT_EQ(xml.find("<testsuite name=\"megatron d8b71082 with pr6982\""), xml.find("<testsuite "))
       << xml;
@@ -70,17 +76,20 @@ TEST(JUnit, AReviewFailsOnlyWhatIsNewlyFailing) {
   review.fix = "fix.patch";
   ReviewedProperty still{failed("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption"),
                          failed("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption"),
-                         Verdict::kStillFailing, {"F3"}};
+                         Verdict::kStillFailing,
+                         {"F3"}};
   ReviewedProperty fresh{passed("ShardBuilderDiff.PortRangesEqualModelOnEveryRank"),
                          failed("ShardBuilderDiff.PortRangesEqualModelOnEveryRank"),
-                         Verdict::kNewlyFailing, {}};
+                         Verdict::kNewlyFailing,
+                         {}};
   review.properties = {still, fresh};
   review.claim_failures = {"F3: its regression case still fails with the patch"};
   const std::string xml = junit_xml(review, {});
   EXPECT_NE(xml.find("tests=\"3\" failures=\"2\""), std::string::npos) << xml;
   EXPECT_EQ(count(xml, "<failure "), 2u) << xml;
   EXPECT_NE(xml.find("name=\"PortRangesEqualModelOnEveryRank\" time=\"1.500\">\n      <failure"),
-            std::string::npos) << xml;
+            std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("classname=\"Claim\" name=\"NotMet\""), std::string::npos) << xml;
 }
 

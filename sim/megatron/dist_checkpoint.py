@@ -30,6 +30,8 @@ import os
 
 import torch
 
+from world import built_on_every_rank
+
 SHARDING_TYPE = "dp_reshardable"
 REAL_RANKS_TYPES = ("dp_reshardable", "fully_reshardable")
 # The per-param state entries that are not tensors, as Megatron's own test of PR #3537 puts them
@@ -245,15 +247,8 @@ def _save_torch_dist(rank, directory, sharding_type):
     """Every rank builds its sharded state dict, then all save it through the torch_dist
     strategy; a rank whose build raised is named on every rank before any collective of the
     save, which would otherwise wait for it."""
-    try:
-        state, failure = _sharded_state_dict(rank, False, sharding_type), ""
-    except Exception as e:  # noqa: BLE001 - named on every rank below
-        state, failure = None, f"{type(e).__name__}: {e}".rstrip(": ")
-    failures = [None] * rank.world.size
-    torch.distributed.all_gather_object(failures, failure)
-    for i, failed in enumerate(failures):
-        if failed:
-            raise RuntimeError(f"DP rank {i}'s save raised {failed}")
+    state = built_on_every_rank(rank.world.size,
+                                lambda: _sharded_state_dict(rank, False, sharding_type))
     importlib.import_module("megatron.core.dist_checkpointing").save(
         state, directory, content_metadata={"distrib_optim_sharding_type": sharding_type})
 

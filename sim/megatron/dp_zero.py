@@ -12,6 +12,7 @@ at once (world.py). The storage is this worker's memory: each rank keeps what it
 import torch
 
 from checkpoint import copied
+from world import built_on_every_rank
 
 
 class Saved:
@@ -39,15 +40,7 @@ def save(rank):
     left waiting."""
     _require_real(rank, "save_dp_zero")
     weights = [p.detach().clone() for p in rank.params]
-    try:
-        optimizer, failure = copied(rank.dist.state_dict()), ""
-    except Exception as e:  # noqa: BLE001 - named on every rank below
-        optimizer, failure = None, f"{type(e).__name__}: {e}".rstrip(": ")
-    failures = [None] * rank.world.size
-    torch.distributed.all_gather_object(failures, failure)
-    for i, failed in enumerate(failures):
-        if failed:
-            raise RuntimeError(f"DP rank {i}'s save raised {failed}")
+    optimizer = built_on_every_rank(rank.world.size, lambda: copied(rank.dist.state_dict()))
     try:
         param_state = copied(rank.dist.get_parameter_state_dp_zero())
     except Exception as e:

@@ -99,3 +99,20 @@ class World:
                 if self.rank % ep == k:
                     self._expert[expert_dp] = group
         return self._expert[expert_dp]
+
+
+def built_on_every_rank(world_size, build):
+    """`build()` on this rank, then every rank's failure gathered on every rank before the
+    collectives that follow: where a build raised, every rank raises alike, naming the first such
+    DP rank, so that none waits in a collective for a rank that left it. Returns what `build`
+    returned."""
+    try:
+        value, failure = build(), ""
+    except Exception as e:  # noqa: BLE001 - named on every rank below
+        value, failure = None, f"{type(e).__name__}: {e}".rstrip(": ")
+    failures = [None] * world_size
+    torch.distributed.all_gather_object(failures, failure)
+    for i, failed in enumerate(failures):
+        if failed:
+            raise RuntimeError(f"DP rank {i}'s save raised {failed}")
+    return value

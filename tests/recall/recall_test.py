@@ -32,7 +32,7 @@ def run(*failing, passing=("A.B",)):
 
 def check_verdicts():
     e = entry()
-    recall.judge(e, run("P.One", "P.Two"), run("P.Two"), {}, lambda p: False)
+    recall.judge(e, run("P.One", "P.Two"), run("P.Two"), {}, lambda p, beside: None)
     assert e["verdict"] == "caught", e
     assert [c["property"] for c in e["caught_by"]] == ["P.One"], e
     assert e["masked_by_control"] == ["P.Two"], e
@@ -41,17 +41,18 @@ def check_verdicts():
     assert "--patch /h/G01-bug.patch --real-ranks patched --only P.One" in \
         e["caught_by"][0]["replay"], e
     e = entry()
-    recall.judge(e, run("P.Two"), run("P.Two"), {}, lambda p: p["name"] == "P.Two")
+    recall.judge(e, run("P.Two"), run("P.Two"), {},
+                 lambda p, beside: p if beside and p["name"] == "P.Two" else None)
     assert e["verdict"] == "caught" and e["caught_by"][0]["control_fails_other_cases"], e
     e = entry()
-    recall.judge(e, run("P.Two"), run("P.Two"), {}, lambda p: False)
+    recall.judge(e, run("P.Two"), run("P.Two"), {}, lambda p, beside: None)
     assert e["verdict"] == "missed" and e["masked_by_control"] == ["P.Two"], e
     e = entry("G12")
     limit = {"reason": "needs two GPUs", "evidence": "ran X, printed Y"}
-    recall.judge(e, run(), run(), {"G12": limit}, lambda p: False)
+    recall.judge(e, run(), run(), {"G12": limit}, lambda p, beside: None)
     assert e["verdict"] == "cannot show on a CPU machine" and e["limit"] == limit, e
     e = entry()
-    recall.judge(e, {"error": "no such tree", "exit": 2}, run(), {}, lambda p: False)
+    recall.judge(e, {"error": "no such tree", "exit": 2}, run(), {}, lambda p, beside: None)
     assert e["verdict"] == "error" and e["error"] == "no such tree", e
 
 
