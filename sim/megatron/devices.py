@@ -1,21 +1,58 @@
 """What this machine lacks, supplied: a CUDA stand-in and the torch.distributed set-up Megatron
-expects.
+expects. Each install_* returns the stand-in lines it installed.
 
-On a CPU machine, "accelerator" tensors are host tensors of the class AcceleratorTensor: they report
-`is_cuda`, a `torch.cuda.*` type() and device cuda:0, every op on them yields the class again, and
-mixing them with host tensors in one op raises as CUDA does. `.cpu()` and `.to("cpu")` copy out,
-`.cuda()` and `.to("cuda")` copy in, factories with a CUDA device build one. Nothing can be
-page-locked without CUDA: pin_memory() returns ordinary host memory marked `pin_requested`, and
-is_pinned() stays false, as for the port on a CPU machine. Streams and events run in program order:
-every op completes when issued, so there is nothing to wait for; an observer may be told of each
-stream and event call (stream_order.py checks that the order CUDA would guarantee covers every
-access). Each install_* returns the stand-in lines it installed.
+Contract of each stand-in, written from PyTorch's CUDA semantics (c10/cuda, the CUDA caching
+host allocator behind pin_memory, Tensor.to/copy_ with non_blocking): what CUDA refuses, what it
+computes, and what the stand-in does.
+
+CUDA tensors (AcceleratorTensor: host tensors that report `is_cuda`, a `torch.cuda.*` type()
+and device cuda:0; every op on them yields the class again)
+- An op that mixes CUDA tensors with host tensors of one dimension or more: CUDA raises (host
+  0-dim tensors pass as scalars). Same, for every op, `out=` included; copy_ and `.to` copy
+  across. Stricter than CUDA: the few ops that accept host index tensors (indexing a CUDA tensor
+  with a host LongTensor, assigning a host tensor to a slice) raise too.
+- A device index the machine does not have: CUDA raises "invalid device ordinal". Same: the
+  stand-in is one device, cuda:0, and refuses cuda:1 and above in factories, `.cuda()`,
+  `.to()` and streams.
+- `.numpy()` (and numpy's asarray) of a CUDA tensor: CUDA raises TypeError. Same.
+- `.pin_memory()` of a CUDA tensor, and `pin_memory=True` with a CUDA device in a factory:
+  CUDA raises (only dense host tensors can be pinned). Same.
+- What an op computes: CUDA's kernel. The stand-in runs torch's CPU kernel (torch._fused_adamw_
+  included); values can differ where the kernels round differently (reduction order, division by
+  a scalar), and a kernel CUDA lacks for a dtype still runs. Memory is host memory: CUDA's
+  out-of-memory never happens.
+- `.cpu()` / `.to("cpu")` copy out (a blocking copy waits for the current stream); `.cuda()` /
+  `.to("cuda")` and factories with a CUDA device copy in. Same.
+
+Pinned host memory
+- CUDA's pin_memory() returns a page-locked copy (the tensor itself if it is pinned already),
+  is_pinned() is then true, and a non-blocking copy between it and the device is asynchronous:
+  the host must wait (an event, a stream or device synchronize) before reading a device-to-host
+  result or rewriting a host-to-device source. From pageable memory a non-blocking copy is
+  synchronous for the host.
+- The stand-in: pin_memory() returns a new host tensor (a copy, every time) and pin_memory=True
+  gives ordinary host memory, both marked `pin_requested`; is_pinned() stays false (nothing is
+  page-locked without CUDA). Every copy has completed when issued; the waits CUDA would need are
+  told to the stream-order observer (stream_order.py checks them).
+
+CUDA streams and events
+- On CUDA, work on one stream runs in issue order and streams run concurrently unless ordered by
+  wait_stream, wait_event or a synchronize; an event records the work issued before it;
+  query() says whether that work has finished; elapsed_time() needs both events created with
+  enable_timing=True and recorded.
+- The stand-in runs every op when issued, in program order: query() is always true and no wait
+  blocks. Each stream and event call is told to the observer, where one is set (the checker
+  reports an access CUDA's order leaves unordered). elapsed_time() raises as CUDA does without
+  enable_timing; with it, it is refused by name (no device clock). Streams on a device other
+  than cuda:0 are refused, as above.
 """
 
 import contextlib
 import functools
 
 import torch
+
+from te_stand_in import StandInRefused
 
 _ACCELERATOR = torch.device("cuda", 0)
 _TENSOR_TO = torch.Tensor.to  # before install_cuda_stand_in() wraps it
@@ -26,9 +63,18 @@ _NEW_OBJECT_GETTERS = {"data", "T", "mT", "H", "mH", "real", "imag"}
 def _is_accelerator_device(device):
     if device is None:
         return False
-    if isinstance(device, int):
-        return True
-    return torch.device(device).type == "cuda"
+    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    if device.type != "cuda":
+        return False
+    _require_device_zero(device)
+    return True
+
+
+def _require_device_zero(device):
+    """The stand-in is one device: an ordinal beyond it is refused as CUDA refuses it."""
+    if device.index not in (None, 0):
+        raise RuntimeError(f"CUDA error: invalid device ordinal ({device}; this machine has "
+                           "one device, cuda:0)")
 
 
 def is_accelerator(tensor):
@@ -142,10 +188,12 @@ class AcceleratorTensor(torch.Tensor):
         return out
 
     def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+        _is_accelerator_device("cuda" if device is None else device)
         return self
 
     def to(self, *args, **kwargs):
         device, dtype, non_blocking, memory_format = _parse_target(args, kwargs)
+        _is_accelerator_device(device)
         leaves = device is not None and device.type == "cpu"
         out = _to_host_storage(self, dtype, non_blocking, memory_format,
                                copy=leaves or kwargs.get("copy", False))
@@ -166,6 +214,7 @@ class AcceleratorTensor(torch.Tensor):
 # ---- host tensors: copies into the stand-in accelerator, pinned memory ----
 
 def _host_cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+    _is_accelerator_device("cuda" if device is None else device)
     return _adopt(_to_host_storage(self, None, non_blocking, memory_format, copy=True))
 
 
@@ -173,7 +222,7 @@ def _wrap_host_to(original):
     @functools.wraps(original)
     def to(self, *args, **kwargs):
         device, dtype, non_blocking, memory_format = _parse_target(args, kwargs)
-        if device is None or device.type != "cuda":
+        if not _is_accelerator_device(device):
             return original(self, *args, **kwargs)
         return _adopt(_to_host_storage(self, dtype, non_blocking, memory_format, copy=True))
     return to
@@ -193,6 +242,9 @@ def _wrap_factory(original):
         device = kwargs.pop("device", None)
         pinned = kwargs.pop("pin_memory", False)
         on_accelerator = _is_accelerator_device(device)
+        if on_accelerator and pinned:
+            raise RuntimeError("Only dense CPU tensors can be pinned (pin_memory=True with a "
+                               "CUDA device)")
         if device is not None and not on_accelerator:
             kwargs["device"] = device
         out = original(*args, **kwargs)
@@ -232,6 +284,7 @@ class Stream:
     """A CUDA stream stand-in: work issued on it has completed already."""
 
     def __init__(self, device=None, priority=0, **kwargs):
+        _is_accelerator_device("cuda" if device is None else device)
         self.device = _ACCELERATOR
         _tell("stream_created", self)
 
@@ -257,7 +310,13 @@ class Event:
     """A CUDA event stand-in: recorded work has completed already."""
 
     def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-        pass
+        self.enable_timing = enable_timing
+
+    def elapsed_time(self, end_event):
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Both events must be created with argument "
+                               "'enable_timing=True'.")
+        raise StandInRefused("the CUDA event stand-in has no device clock: elapsed_time")
 
     def record(self, stream=None):
         _tell("event_recorded", self, stream if stream is not None else _current_stream())
@@ -330,8 +389,11 @@ def install_cuda_stand_in():
 
 def install_distributed(world=None):
     """A one-process gloo group over an in-memory store, so that Megatron's checks of
-    torch.distributed pass, and the DP groups Megatron is handed are stand-ins; or, given a
-    world (world.py), that world joined. Returns what it added."""
+    torch.distributed pass, and the DP groups Megatron is handed are stand-ins (their contract is
+    in rank.py); or, given a world (world.py), that world joined: real processes, real Gloo
+    groups. Returns what it added. torch.distributed.all_reduce on a group stand-in that
+    simulates its other ranks is that group's answer, synchronous only (async_op is refused by
+    name); on any other group it is torch's own."""
     distributed = torch.distributed
     added = []
     if world is not None and not distributed.is_initialized():
@@ -344,6 +406,8 @@ def install_distributed(world=None):
 
         def all_reduce(tensor, op=distributed.ReduceOp.SUM, group=None, async_op=False):
             simulated = getattr(group, "all_reduce", None)
+            if simulated is not None and async_op:
+                raise StandInRefused("a group stand-in reduces synchronously only (async_op)")
             if simulated is not None:
                 return simulated(tensor, op)
             return plain_all_reduce(tensor, op=op, group=group, async_op=async_op)

@@ -66,8 +66,17 @@ def nbytes(tensor):
 
 
 class GroupStandIn:
-    """A process group of `size` ranks seen from `rank`. Megatron reads its size and rank; a
-    collective on it fails, because it is no torch.distributed.ProcessGroup."""
+    """A process group of `size` ranks seen from `rank`, for data-parallel ranks emulated in one
+    process.
+
+    Contract, from c10d's ProcessGroup: a real group answers rank() and size() (this process's
+    place in it, its member count) and runs collectives over its members on its backend (NCCL for
+    Megatron's data-parallel and intra-optimizer groups: CUDA tensors, contiguous, one dtype).
+    The stand-in answers rank() and size() as the case gives them, and runs no collective: torch
+    refuses it (ValueError: a group absent from its world map) in all_reduce, broadcast,
+    all_gather and the others, and in get_rank(group) / get_process_group_ranks(group). What
+    Megatron would learn from a collective on a data-parallel group the worker supplies itself
+    (the reduced grads written into main_grad; the param all-gather is left out)."""
 
     def __init__(self, size, rank):
         self._size, self._rank = size, rank
@@ -79,6 +88,15 @@ class GroupStandIn:
         return self._rank
 
 
+def _refuse_as_nccl(tensor):
+    """What an NCCL all_reduce refuses before it reduces anything."""
+    if not tensor.is_cuda:
+        raise RuntimeError("an NCCL all_reduce takes CUDA tensors, not a tensor on "
+                           f"{tensor.device}")
+    if tensor.is_sparse or not tensor.is_contiguous():
+        raise RuntimeError("an NCCL all_reduce takes dense contiguous tensors")
+
+
 class GradStatsGroupStandIn(GroupStandIn):
     """The grad-stats group of the distributed optimizer. Every DP rank holds the same reduced
     grads, so the other ranks are simulated from them: the client states per step whether another
@@ -86,7 +104,16 @@ class GradStatsGroupStandIn(GroupStandIn):
     flag combines with this rank's own; and, once `use_grad_stats` gave it every rank's shards,
     a SUM all-reduce adds the other ranks' squared grad norms (fp32) or zero counts (int64),
     each computed with Megatron's own clip_grads functions over that rank's shards of the step's
-    main grads, unscaled and clipped as its step would. Shares are added in rank order."""
+    main grads, unscaled and clipped as its step would. Shares are added in rank order.
+
+    Contract, from c10d's all_reduce on Megatron's grad-stats group (an NCCL group):
+    - It refuses host tensors (NCCL has no host path), sparse and non-contiguous tensors. Same.
+    - It reduces any dense tensor with SUM, MAX and the other ops, in place, every member
+      receiving the result, synchronously or (async_op) with a Work to wait on. The stand-in
+      reduces one element with MAX, and with SUM a norm (fp32) or a count (int64) once it has
+      the grad stats; anything else, and async_op, is refused by name (StandInRefused).
+    - NCCL's SUM order across ranks is its own (ring or tree); the stand-in adds in rank order,
+      which can differ from NCCL's in the last bit of a norm."""
 
     def __init__(self, size, rank):
         super().__init__(size, rank)
@@ -108,12 +135,14 @@ class GradStatsGroupStandIn(GroupStandIn):
         self.others = {}  # rank -> its main grads, made once a step
 
     def all_reduce(self, tensor, op):
+        _refuse_as_nccl(tensor)
         if op == torch.distributed.ReduceOp.SUM and self.clip_grads is not None:
             self._sum(tensor)
             return
         if op != torch.distributed.ReduceOp.MAX or tensor.numel() != 1:
-            raise RuntimeError("the grad-stats group stand-in reduces one flag with MAX, or, "
-                               "with grad stats, a norm or a count with SUM")
+            raise te_stand_in.StandInRefused(
+                "the grad-stats group stand-in reduces one flag with MAX, or, with grad stats, "
+                "a norm or a count with SUM")
         if self.found_inf_elsewhere:
             tensor.fill_(max(float(tensor.item()), 1.0))
 

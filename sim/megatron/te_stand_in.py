@@ -1,17 +1,69 @@
 """A stand-in for Transformer Engine's FusedAdam, for cases that run with Transformer Engine on a
 machine that has none (TE needs CUDA and its own build).
 
-It is written from TE's FusedAdam (transformer_engine/pytorch/optimizers/fused_adam.py) and its
-AdamW-mode kernels (multi_tensor_adam.cu: AdamFunctor, AdamFunctorMaster,
-AdamFunctorMasterParamRemainder), and implements what Megatron-Core asks of it: the constructor's
-options, a step count per group, master weights (fp32, or the int16 remainder bits of a bf16
-parameter), decoupled gradients, fp32 optimizer states with get_unscaled_state /
-set_scaled_state, and the state_dict / load_state_dict overrides. What Megatron never asks of it
-here (capturable, AMSGrad, L2 mode, fp8 parameters, non-fp32 states) is refused by name.
+It is written from TE's FusedAdam (transformer_engine/pytorch/optimizers/fused_adam.py), the
+multi-tensor launch that checks its tensor lists (multi_tensor_apply.cuh) and its AdamW-mode
+kernels (multi_tensor_adam.cu: AdamFunctor, AdamFunctorMaster, AdamFunctorMasterParamRemainder).
 
-The arithmetic is the kernel's, in fp32, one rounding per operation in the kernel's order, with
-the bias corrections computed as TE's host code does: `1 - pow(beta, step)` from the fp32 beta,
-in double, then rounded to fp32.
+Contract. For each point: what TE refuses or computes, then what the stand-in does.
+
+Construction (FusedAdam.__init__)
+- amsgrad=True: TE raises RuntimeError. Same.
+- master_weight_dtype other than fp32 or fp16 while master_weights is set; exp_avg_dtype or
+  exp_avg_sq_dtype other than fp32, fp16, bf16 or uint8 (fp8): TE raises RuntimeError. Same.
+  Without master_weights TE ignores master_weight_dtype; so does the stand-in.
+- The dtypes TE accepts but keeps scaled (fp16 master; fp16, bf16, fp8 moments): TE computes in
+  fp32 copies and scales back after the step. Refused by name (StandInRefused).
+- capturable (CUDA-graph mode, step and lr as device tensors) and adam_w_mode=False (L2 mode):
+  TE computes them. Refused by name.
+- TE allocates its overflow flag on the CUDA device, so it cannot be built without one. Same:
+  the flag is a CUDA tensor (the worker's AcceleratorTensor; on a machine with no CUDA stand-in
+  installed, torch refuses it as it refuses TE).
+- store_param_remainders takes effect only with fp32 master weights. Same.
+
+One step (FusedAdam.step), per parameter group
+- The group's step count goes up by one (a Python int); every parameter without state gets it
+  first (exp_avg and exp_avg_sq zeroed, the master a copy of the parameter, or zero remainders
+  for a bf16 parameter when remainders are stored), whether or not it has a gradient. Same.
+- The gradient is `.grad`, or `.decoupled_grad` with use_decoupled_grad; a parameter without
+  one is skipped. Same. A sparse gradient: TE raises RuntimeError. Same.
+- A parameter dtype other than fp32, fp16, bf16 (fp8 tensors aside): TE raises RuntimeError.
+  Same. fp8 (Float8Tensor) parameters: TE computes them; none can exist here (TE is hidden).
+- fp16 and bf16 parameters in one group: TE raises RuntimeError. Same.
+- TE makes at most two launches: the 16-bit parameters (with their masters when master_weights
+  is set, through the remainder kernel when remainders are stored and every one is bf16), then
+  the fp32 parameters (without masters). Same, in that order.
+
+One launch (the multi-tensor apply and the kernel's host code); `check_launch` below
+- Four lists (grads, params, exp_avg, exp_avg_sq) or five (and masters; exactly five for the
+  remainder kernel), each holding as many tensors as the first, and the first not empty: TE
+  raises otherwise. Same.
+- Every tensor on CUDA, on the first tensor's device, contiguous (channels-last counts), with
+  as many elements as its parameter: TE raises otherwise. Same: a host tensor is refused, as
+  TE refuses CPU tensors.
+- One grad dtype and one param dtype per launch, each fp32, fp16 or bf16 (bf16 only, for the
+  remainder kernel); moments both fp32 or both bf16; masters fp32, remainders int16: TE 2.x's
+  common kernels raise otherwise (older builds dispatched on the first tensor's dtype alone and
+  read the others through it). The stand-in raises; bf16 moments are refused by name (the Python
+  layer above never hands them to the kernel).
+- What a launch computes, per element, in fp32: m = b1*m + (1-b1)*g;
+  v = b2*v + (1-b2)*g*g; p -= lr * ((m/bc1) / (sqrt(v/bc2) + eps) + decay*p), with p the master
+  (or the master joined from a bf16 parameter and its remainder) where there is one; then the
+  master, the parameter (rounded to its dtype) and the moments are stored. bc1, bc2 are
+  `1 - pow(beta, step)` from the fp32 betas, computed in double and rounded to fp32 (1 without
+  bias correction). The stand-in computes the same values, one fp32 rounding per operation in the
+  kernel's order (`adamw_kernel`); the kernel's sqrtf is correctly rounded, and so is the
+  stand-in's.
+- What the stand-in does not share: the launch is synchronous on the host (no stream), the
+  overflow flag is neither read nor written (TE's non-capturable kernels ignore it too), and
+  a launch is not split into chunks of tensors and blocks (the split changes no value).
+
+States, state_dict, zero_grad
+- get_unscaled_state / set_scaled_state, state_dict and load_state_dict: as TE for fp32 states
+  and int16 remainders (the only ones the stand-in keeps); a state name outside exp_avg,
+  exp_avg_sq, master_param raises KeyError, as TE's dtype map does. Same.
+- zero_grad: TE's defaults (set to None), decoupled grads and the deprecated set_grad_none; a
+  set_to_none that contradicts set_grad_none raises ValueError in TE. Same.
 """
 
 import numpy as np
@@ -26,6 +78,22 @@ class StandInRefused(RuntimeError):
 
 def _f32(x):
     return float(np.float32(x))
+
+
+TE_STATE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.uint8)
+
+
+def _refuse_state_dtypes(master_weights, master_dtype, exp_avg_dtype, exp_avg_sq_dtype):
+    """TE's constructor refuses state dtypes it has no kernel path for; the stand-in keeps fp32
+    states only, so it refuses by name the scaled ones TE would keep."""
+    if master_weights and master_dtype not in (torch.float32, torch.float16):
+        raise RuntimeError(f"FusedAdam keeps fp32 or fp16 master weights, not {master_dtype}")
+    for name, dtype in (("exp_avg", exp_avg_dtype), ("exp_avg_sq", exp_avg_sq_dtype)):
+        if dtype not in TE_STATE_DTYPES:
+            raise RuntimeError(f"FusedAdam keeps {name} in fp32, fp16, bf16 or fp8, not {dtype}")
+    wanted = [exp_avg_dtype, exp_avg_sq_dtype] + ([master_dtype] if master_weights else [])
+    if any(dtype != torch.float32 for dtype in wanted):
+        raise StandInRefused("the FusedAdam stand-in does not implement non-fp32 states")
 
 
 def bias_corrections(beta1, beta2, step):
@@ -87,9 +155,9 @@ class FusedAdam(torch.optim.Optimizer):
                  use_decoupled_grad=False, store_param_remainders=False, set_grad_none=None):
         if amsgrad:
             raise RuntimeError("FusedAdam does not support the AMSGrad variant.")
-        refused = {"capturable": capturable, "adam_w_mode=False": not adam_w_mode,
-                   "non-fp32 states": {master_weight_dtype, exp_avg_dtype,
-                                       exp_avg_sq_dtype} != {torch.float32}}
+        _refuse_state_dtypes(master_weights, master_weight_dtype, exp_avg_dtype,
+                             exp_avg_sq_dtype)
+        refused = {"capturable": capturable, "adam_w_mode=False": not adam_w_mode}
         for what, asked in refused.items():
             if asked:
                 raise StandInRefused(f"the FusedAdam stand-in does not implement {what}")
@@ -110,6 +178,9 @@ class FusedAdam(torch.optim.Optimizer):
 
     def zero_grad(self, set_to_none=None):
         if self.set_grad_none is not None:
+            if set_to_none is not None and set_to_none != self.set_grad_none:
+                raise ValueError(f"zero_grad(set_to_none={set_to_none}) contradicts FusedAdam's "
+                                 f"set_grad_none={self.set_grad_none}")
             set_to_none = self.set_grad_none
         if set_to_none is None:
             set_to_none = True
@@ -210,15 +281,23 @@ class FusedAdam(torch.optim.Optimizer):
             if len(group["params"]) == 0:
                 continue
             group["step"] = group["step"] + 1 if "step" in group else 1
-            half, full = self._collect(group)
-            self._launch(group, half, master=self.master_weights)
-            self._launch(group, full, master=False)
+            half, full, has_fp16 = self._collect(group)
+            remainders = self.master_weights and self.store_param_remainders and not has_fp16
+            hyper = (group["lr"], *group["betas"], group["eps"], group["step"],
+                     group["bias_correction"], group["weight_decay"])
+            if half[0]:
+                multi_tensor_adam(half if self.master_weights else half[:4], *hyper,
+                                  remainders=remainders)
+            if full[0]:
+                multi_tensor_adam(full, *hyper)
         return loss
 
     def _collect(self, group):
-        """The group's (param, grad, state) lists for 16-bit and fp32 parameters, in order,
-        initialising every parameter's state first as TE does (even without a grad)."""
-        half, full = [], []
+        """The tensor lists of the group's two launches, as TE builds them: (grads, params,
+        exp_avgs, exp_avg_sqs, masters) of the 16-bit parameters and (grads, params, exp_avgs,
+        exp_avg_sqs) of the fp32 ones, in order, after initialising every parameter's state as
+        TE does (even without a grad); and whether an fp16 parameter is among them."""
+        half, full = [[], [], [], [], []], [[], [], [], []]
         has_fp16 = has_bf16 = False
         for p in group["params"]:
             state = self.state[p]
@@ -227,44 +306,123 @@ class FusedAdam(torch.optim.Optimizer):
             grad = self._grad_of(p)
             if grad is None:
                 continue
+            if grad.data.is_sparse:
+                raise RuntimeError("FusedAdam does not support sparse gradients.")
             if p.dtype in (torch.float16, torch.bfloat16):
                 has_fp16 = has_fp16 or p.dtype == torch.float16
                 has_bf16 = has_bf16 or p.dtype == torch.bfloat16
-                half.append((p, grad, state))
+                lists = half
             elif p.dtype == torch.float32:
-                full.append((p, grad, state))
+                lists = full
             else:
                 raise RuntimeError("FusedAdam only support model weights in fp32, fp16, bf16 "
                                    "and fp8")
+            for tensors, t in zip(lists, (grad.data, p.data, state["exp_avg"],
+                                          state["exp_avg_sq"], state.get("master_param"))):
+                tensors.append(t)
             if has_fp16 and has_bf16:
                 if self.store_param_remainders:
                     raise RuntimeError("FusedAdam doesn't support a mix of FP16/BF16 weights + "
                                        "Store param remainder.")
                 raise RuntimeError("FusedAdam does not support a mix of float16 and bfloat16 "
                                    "model weights.")
-        return half, full
+        return half, full, has_fp16
 
-    def _launch(self, group, work, master):
-        """One multi-tensor launch: each tensor's fp32 view of the parameter stepped by the kernel,
-        then written back as the kernel writes it."""
-        if not work:
-            return
-        beta1, beta2 = group["betas"]
-        bc1, bc2 = (bias_corrections(beta1, beta2, group["step"]) if group["bias_correction"]
-                    else (1.0, 1.0))
-        remainders = master and self.store_param_remainders and all(
-            p.dtype == torch.bfloat16 for p, _, _ in work)
-        for p, grad, state in work:
-            data = p.data
-            if remainders:
-                target = join_remainder(data, state["master_param"])
-            elif master:
-                target = state["master_param"]
-            else:
-                target = data if data.dtype == torch.float32 else data.float()
-            adamw_kernel(target, grad.data.float(), state["exp_avg"], state["exp_avg_sq"],
-                         group["lr"], beta1, beta2, group["eps"], group["weight_decay"], bc1, bc2)
-            if remainders:
-                split_remainder(target, data, state["master_param"])
-            elif target is not data:
-                data.copy_(target)
+
+# ---- one multi-tensor launch ----
+
+KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _contiguous(t):
+    """The launch accepts row-major tensors and channels-last ones (2-D and 3-D images)."""
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    return t.is_contiguous() or (t.dim() in formats
+                                 and t.is_contiguous(memory_format=formats[t.dim()]))
+
+
+def _check_list_shapes(tensor_lists, remainders):
+    depths = (5,) if remainders else (4, 5)
+    if len(tensor_lists) not in depths:
+        raise RuntimeError(f"a FusedAdam launch takes {' or '.join(map(str, depths))} tensor "
+                           f"lists, not {len(tensor_lists)}")
+    count = len(tensor_lists[0])
+    if count == 0:
+        raise RuntimeError("a FusedAdam launch needs at least one tensor per list")
+    for k, tensors in enumerate(tensor_lists):
+        if len(tensors) != count:
+            raise RuntimeError(f"tensor list {k} of a FusedAdam launch holds {len(tensors)} "
+                               f"tensors, list 0 holds {count}")
+
+
+def _check_placement(tensor_lists):
+    """CUDA, one device, contiguous, one element count per tensor across the lists."""
+    first = tensor_lists[0][0]
+    if not first.is_cuda:
+        raise RuntimeError("a FusedAdam launch takes CUDA tensors only, not " + str(first.device))
+    for k, tensors in enumerate(tensor_lists):
+        for j, t in enumerate(tensors):
+            if t.device != first.device:
+                raise RuntimeError(f"tensor {j} of list {k} is on {t.device}, the launch on "
+                                   f"{first.device}")
+            if not _contiguous(t):
+                raise RuntimeError(f"tensor {j} of list {k} of a FusedAdam launch is not "
+                                   "contiguous")
+            if t.numel() != tensor_lists[0][j].numel():
+                raise RuntimeError(f"tensor {j} of list {k} has {t.numel()} elements, its grad "
+                                   f"{tensor_lists[0][j].numel()}")
+
+
+def _check_one_dtype(tensors, what, allowed):
+    dtype = tensors[0].dtype
+    if dtype not in allowed:
+        raise RuntimeError(f"a FusedAdam launch takes {what} in {allowed}, not {dtype}")
+    for j, t in enumerate(tensors):
+        if t.dtype != dtype:
+            raise RuntimeError(f"{what} {j} is {t.dtype}, {what} 0 of the launch {dtype}")
+
+
+def _check_dtypes(tensor_lists, remainders):
+    grads, params, exp_avgs, exp_avg_sqs = tensor_lists[:4]
+    _check_one_dtype(grads, "grad", KERNEL_DTYPES)
+    _check_one_dtype(params, "param", (torch.bfloat16,) if remainders else KERNEL_DTYPES)
+    for m, v in zip(exp_avgs, exp_avg_sqs):
+        if (m.dtype, v.dtype) == (torch.bfloat16, torch.bfloat16):
+            raise StandInRefused("the FusedAdam stand-in does not implement bf16 moments")
+        if (m.dtype, v.dtype) != (torch.float32, torch.float32):
+            raise RuntimeError(f"a FusedAdam launch takes moments both fp32 or both bf16, not "
+                               f"{m.dtype} and {v.dtype}")
+    master_dtype = torch.int16 if remainders else torch.float32
+    for t in (tensor_lists[4] if len(tensor_lists) == 5 else []):
+        if t.dtype != master_dtype:
+            raise RuntimeError(f"a FusedAdam launch takes masters in {master_dtype}, not "
+                               f"{t.dtype}")
+
+
+def check_launch(tensor_lists, remainders=False):
+    """Raises where TE's multi-tensor Adam launch refuses its tensor lists (the module's text)."""
+    _check_list_shapes(tensor_lists, remainders)
+    _check_placement(tensor_lists)
+    _check_dtypes(tensor_lists, remainders)
+
+
+def multi_tensor_adam(tensor_lists, lr, beta1, beta2, eps, step, bias_correction, decay,
+                      remainders=False):
+    """One AdamW-mode launch over (grads, params, exp_avgs, exp_avg_sqs[, masters]): each
+    parameter's fp32 value (its master, or the master its remainder and bf16 bits stand for)
+    stepped by the kernel, then written back as the kernel writes it."""
+    check_launch(tensor_lists, remainders)
+    bc1, bc2 = bias_corrections(beta1, beta2, step) if bias_correction else (1.0, 1.0)
+    masters = tensor_lists[4] if len(tensor_lists) == 5 else [None] * len(tensor_lists[0])
+    for g, p, m, v, master in zip(*tensor_lists[:4], masters):
+        if remainders:
+            target = join_remainder(p, master)
+        elif master is not None:
+            target = master
+        else:
+            target = p if p.dtype == torch.float32 else p.float()
+        adamw_kernel(target, g.float(), m, v, lr, beta1, beta2, eps, decay, bc1, bc2)
+        if remainders:
+            split_remainder(target, p, master)
+        elif target is not p:
+            p.copy_(target)
