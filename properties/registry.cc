@@ -505,6 +505,11 @@ std::vector<Property> kernel_and_stream_properties() {
   };
 }
 
+// Why the real-ranks properties do not run in a plain run against real code.
+const char* const kOnRealRanks =
+    "it runs the real code itself, on real ranks beside the port (verify-megatron --real-ranks "
+    "VARIANT)";
+
 std::vector<Property> real_code_properties() {
   Property diff = replayable(
       "RealCodeDiff.PortEqualsMegatronBitForBit",
@@ -530,9 +535,7 @@ std::vector<Property> real_code_properties() {
         run_real_ranks(in.c, in.schedule, b, tree_or_fail());
       });
   ranks.target = Target::kPortVsRealCode;
-  ranks.not_on_real_code =
-      "it runs the real code itself, on real ranks beside its one-process emulation and the port "
-      "(verify-megatron --real-ranks VARIANT)";
+  ranks.not_on_real_code = kOnRealRanks;
   Property resume = real_ranks_resume(
       "RealRanks.TorchFormatResumeEqualsNoInterruption",
       "saves Megatron's `torch` format (each rank's `state_dict()`, the param state gathered on "
@@ -572,8 +575,7 @@ std::vector<Property> real_code_properties() {
                                 .not_on_real_code = dp_reshardable
                                                         .not_on_real_code = reshard
                                                                                 .not_on_real_code =
-      "it runs the real code itself, on real ranks beside the port (verify-megatron --real-ranks "
-      "VARIANT)";
+                                                                                    kOnRealRanks;
   return {diff, ranks, resume, reshardable, dp_reshardable, reshard};
 }
 
