@@ -206,7 +206,11 @@ TEST(CliEveryOption, ShardcheckVerify) {
                        {"left-out", refused, "F3: why", 2, {}},
                        {"fixes", review, "F3", 2, {"X3", "F"}},
                        {"regressions", refused, kSource + "/tests/regressions", 2, {}},
-                       {"claim-failed", refused, "F3: why", 2, {}}},
+                       {"claim-failed", refused, "F3: why", 2, {}},
+                       {"real-ranks", refused, "pr6982", 2, {"nope"}},
+                       {"real-ranks-cases", refused + " --real-ranks=pr6982", "3", 2, {"0", "x"}},
+                       {"junit", refused, ::testing::TempDir() + "/every_option.xml", 2, {}},
+                       {"control-tree", refused, kSource + "/docs", 2, {}}},
                       {{"json", refused, 2}});
 }
 
