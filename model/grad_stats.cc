@@ -93,4 +93,15 @@ int64_t zeros_in_main_grads(const CaseSpec& spec, Instance instance, const StepI
   return zeros;
 }
 
+double exact_p_norm(const std::vector<std::vector<float>>& tensors, double p) {
+  double total = 0.0;
+  for (const std::vector<float>& t : tensors) {
+    for (const float x : t) {
+      const double a = std::fabs(static_cast<double>(x));
+      total = std::isinf(p) ? std::max(total, a) : total + std::pow(a, p);
+    }
+  }
+  return std::isinf(p) ? total : std::pow(total, 1.0 / p);
+}
+
 }  // namespace sc::model

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/dtype.h"
 #include "model/shard.h"
@@ -46,6 +47,11 @@ struct GradNormShape {
   double min_subnormal = 0;
 };
 GradNormShape grad_norm_shape(const CaseSpec& spec, Instance instance);
+
+// The p-norm of every element of `tensors` taken as one vector (p > 0, or infinity: the largest
+// magnitude), computed in double: (sum of |x|^p)^(1/p). What `get_grad_norm_fp32(grads,
+// norm_type)` is for, whichever ranks hold which grads.
+double exact_p_norm(const std::vector<std::vector<float>>& tensors, double p);
 
 // Megatron's clip coefficient: `max_norm / (total_norm + 1e-6)`, applied when below 1.
 double clip_coefficient(double max_norm, double total_norm);

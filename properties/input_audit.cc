@@ -134,12 +134,14 @@ void add_steps(std::vector<InputDimension>& out) {
   out.push_back(drawn(
       k, "learning rate and weight decay 0", "gen::zero_lr_case", gen::zero_lr_case,
       [](const CaseInputs& in) { return !in.schedule.steps.empty(); }, 1.0));
-  out.push_back(not_drawn(k,
-                          "a gradient norm of another type (inf, 1, 3) through "
-                          "get_grad_norm_fp32, a public function of clip_grads",
-                          "Megatron's optimizers pass norm type 2 only and the worker calls the "
-                          "norm through them; a direct caller's inf or p-norm, and its empty "
-                          "list on a rank with no grads, are not drawn: it hides G15"));
+  out.push_back({k,
+                 "a gradient norm of another type (inf, 1, 3) through get_grad_norm_fp32, a "
+                 "public function of clip_grads, called directly",
+                 "direct_grad_norm_call",
+                 [] { return (*direct_grad_norm_call()).norm_type != 2.0; }, 0.5, ""});
+  out.push_back({k, "a rank without grads in a direct get_grad_norm_fp32 call",
+                 "direct_grad_norm_call",
+                 [] { return has_rank_without_grads(*direct_grad_norm_call()); }, 0.3, ""});
 }
 
 void add_groups_and_configuration(std::vector<InputDimension>& out) {

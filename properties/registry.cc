@@ -314,6 +314,10 @@ void grad_stats_body(const sut::Behaviour& b) {
   run_grad_stats_property(c, s, factor, log_num_zeros, scaler, injected, b);
 }
 
+void direct_grad_norm_body(const sut::Behaviour& b) {
+  run_direct_grad_norm_property(*direct_grad_norm_call(), b);
+}
+
 std::vector<Property> step_flow_properties() {
   return {
       drawn_in_body("StepFlow.NonFiniteGradsSkipTheStepAndTheScalerFollowsTheModel",
@@ -336,6 +340,14 @@ std::vector<Property> step_flow_properties() {
                     {"CLIP-norm-not-reduced", "CLIP-always-scaled", "CLIP-pa-reads-grad",
                      "ZEROS-counted-before-clipping", "CLIP-before-unscale"},
                     grad_stats_body),
+      drawn_in_body("StepFlow.DirectGradNormOfEveryTypeEqualsTheModel",
+                    "`get_grad_norm_fp32` called directly, as callers outside the optimizer "
+                    "call it, on every rank of a group of 1 to 4 ranks, each with its own fp32 "
+                    "grads or none, with norm type 2, inf, 1 or 3: no rank raises, every rank "
+                    "returns the same norm, and it is the exact norm of all the ranks' grads "
+                    "(the inf norm exactly, the others within the named summation-order "
+                    "tolerance)",
+                    {"patched-F17"}, direct_grad_norm_body),
       port_only(drawn_in_body("GradScalerDiff.UpdatesAndReloadsMatchTheModel",
                               "Megatron's constant and dynamic loss scalers over drawn arguments "
                               "and sequences of steps with finite or non-finite grads and "

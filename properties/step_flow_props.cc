@@ -15,6 +15,7 @@
 #include "properties/gen/choice.h"
 #include "properties/rank_checks.h"
 #include "properties/support.h"
+#include "sim/rig/grad_norm_call.h"
 #include "sim/rig/rank_under_test.h"
 #include "sim/rig/tolerances.h"
 
@@ -310,6 +311,90 @@ FoundInfDraw draw_found_inf() {
   const float inf = std::numeric_limits<float>::infinity();
   d.injected = *injected_grads(d.c, d.s, 2, {inf, -inf, std::numeric_limits<float>::quiet_NaN()});
   return d;
+}
+
+namespace {
+
+// One grad of a direct norm call: 1 to 70 elements, each 0 or +-k / 256 with k in [1, 2^16).
+rc::Gen<std::vector<float>> direct_norm_grad() {
+  const auto element = gen::weighted_one_of<float>(
+      {{1, rc::gen::just(0.0f)},
+       {4, rc::gen::map(rc::gen::inRange<int>(-65535, 65536),
+                        [](int k) { return std::ldexp(static_cast<float>(k), -8); })}});
+  return rc::gen::mapcat(rc::gen::inRange<size_t>(1, 71), [element](size_t n) {
+    return rc::gen::container<std::vector<float>>(n, element);
+  });
+}
+
+// The tolerance of a direct call's norm against the exact one (tol::direct_p_norm, tol::
+// grad_norm for p = 2; the inf norm is exact).
+double direct_norm_tolerance(const rig::GradNormCall& call, double exact) {
+  tol::GradNormTerms t;
+  t.ranks = static_cast<int64_t>(call.grads.size());
+  for (const auto& rank : call.grads) {
+    for (const auto& g : rank) {
+      t.largest = std::max<int64_t>(t.largest, static_cast<int64_t>(g.size()));
+      t.elements += static_cast<int64_t>(g.size());
+      ++t.tensors;
+    }
+  }
+  t.grad_min_subnormal = std::ldexp(1.0, -149);
+  if (std::isinf(call.norm_type)) return 0.0;
+  if (call.norm_type == 2.0) return tol::grad_norm(exact, t);
+  return tol::direct_p_norm(exact, call.norm_type, t);
+}
+
+}  // namespace
+
+rc::Gen<rig::GradNormCall> direct_grad_norm_call() {
+  const auto rank_grads = gen::weighted_one_of<std::vector<std::vector<float>>>(
+      {{1, rc::gen::just(std::vector<std::vector<float>>{})},
+       {3, rc::gen::mapcat(rc::gen::inRange<size_t>(1, 4), [](size_t n) {
+          return rc::gen::container<std::vector<std::vector<float>>>(n, direct_norm_grad());
+        })}});
+  const auto groups = rc::gen::mapcat(rc::gen::inRange<size_t>(1, 5), [rank_grads](size_t n) {
+    return rc::gen::container<std::vector<std::vector<std::vector<float>>>>(n, rank_grads);
+  });
+  // At every size: RapidCheck's ranges favour the first entry at small sizes.
+  const auto norm_types = rc::gen::resize(
+      rc::kNominalSize,
+      gen::weighted_choice<double>(
+          {{2, 2.0}, {2, std::numeric_limits<double>::infinity()}, {1, 1.0}, {1, 3.0}}));
+  return rc::gen::apply(
+      [](std::vector<std::vector<std::vector<float>>> grads, double p) {
+        return rig::GradNormCall{std::move(grads), p};
+      },
+      groups, norm_types);
+}
+
+bool has_rank_without_grads(const rig::GradNormCall& call) {
+  return std::any_of(call.grads.begin(), call.grads.end(),
+                     [](const auto& rank) { return rank.empty(); });
+}
+
+void run_direct_grad_norm_property(const rig::GradNormCall& call, const sut::Behaviour& b) {
+  const rig::GradNormOutcome got = rig::call_grad_norm(target_for(b), call);
+  std::ostringstream os;
+  os.precision(17);
+  os << "get_grad_norm_fp32 with norm type " << call.norm_type << " over " << call.grads.size()
+     << " ranks";
+  if (got.raising_rank) {
+    const size_t r = static_cast<size_t>(*got.raising_rank);
+    check(os.str() + ": rank " + std::to_string(r) + " (" +
+              std::to_string(call.grads[r].size()) + " grads) raised " + got.raised,
+          b);
+  }
+  std::vector<std::vector<float>> all;
+  for (const auto& rank : call.grads) all.insert(all.end(), rank.begin(), rank.end());
+  const double exact = model::exact_p_norm(all, call.norm_type);
+  const double tol = direct_norm_tolerance(call, exact);
+  RC_ASSERT(got.norms.size() == call.grads.size());
+  for (size_t r = 0; r < got.norms.size(); ++r) {
+    if (std::fabs(got.norms[r] - exact) <= tol && got.norms[r] == got.norms[0]) continue;
+    os << ": rank " << r << " returned " << got.norms[r] << " (rank 0: " << got.norms[0]
+       << "), exact " << exact << " (tolerance " << tol << ")";
+    check(os.str(), b);
+  }
 }
 
 }  // namespace sc::props

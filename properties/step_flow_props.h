@@ -11,6 +11,7 @@
 #include "properties/gen/case_gen.h"
 #include "properties/gen/step_gen.h"
 #include "sim/port/behaviour.h"
+#include "sim/rig/grad_norm_call.h"
 
 namespace sc::props {
 
@@ -60,5 +61,15 @@ struct FoundInfDraw {
   std::vector<InjectedGrad> injected;
 };
 FoundInfDraw draw_found_inf();
+
+// A direct call of `get_grad_norm_fp32`: a group of 1 to 4 ranks, each with 0 to 3 fp32 grads
+// (a quarter of the ranks with none) of magnitudes 0 or in [2^-8, 2^8], and the norm type: 2,
+// inf, 1 or 3.
+rc::Gen<rig::GradNormCall> direct_grad_norm_call();
+// Whether some rank of `call` holds no grads.
+bool has_rank_without_grads(const rig::GradNormCall& call);
+// The claim of StepFlow.DirectGradNormOfEveryTypeEqualsTheModel on `call`: no rank raises, every
+// rank returns the same norm, the exact norm of all the grads within the named tolerance.
+void run_direct_grad_norm_property(const rig::GradNormCall& call, const sut::Behaviour& b);
 
 }  // namespace sc::props

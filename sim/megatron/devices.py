@@ -406,6 +406,8 @@ def install_distributed(world=None):
 
         def all_reduce(tensor, op=distributed.ReduceOp.SUM, group=None, async_op=False):
             simulated = getattr(group, "all_reduce", None)
+            if simulated is not None:  # torch checks its argument before it asks the group
+                distributed.distributed_c10d._check_single_tensor(tensor, "tensor")
             if simulated is not None and async_op:
                 raise StandInRefused("a group stand-in reduces synchronously only (async_op)")
             if simulated is not None:

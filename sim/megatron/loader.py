@@ -427,6 +427,8 @@ REQUIRED = [
     ("buffer", "group_params_for_buffers", ["params", "grad_reduce_in_fp32"]),
     ("buffer", "partition_buckets", ["buffers", "force_single_bucket_group"]),
     ("buffer", "shard_buffer", ["buffer", "data_parallel_world_size"]),
+    ("clip_grads", "get_grad_norm_fp32",
+     ["grads_for_norm", "norm_type", "grad_stats_parallel_group"]),
 ]
 DIST_OPT_METHODS = {
     "__init__": ["optimizer", "config", "grad_scaler", "init_state_fn", "model_chunks",

@@ -22,6 +22,7 @@ import torch  # noqa: E402
 import checkpoint  # noqa: E402
 import dist_checkpoint  # noqa: E402
 import dp_zero  # noqa: E402
+import grad_norm  # noqa: E402
 import devices  # noqa: E402
 import rank  # noqa: E402
 import observe  # noqa: E402
@@ -353,6 +354,13 @@ class Worker:
         if handle != request["handle"]:
             raise ValueError(f"rank {request['handle']} was built without check_stream_order")
         return {"races": list(checker.races)}
+
+    def op_grad_norm(self, request):
+        """Megatron's get_grad_norm_fp32 called directly on each rank of a group of emulated
+        ranks, each with its own grads (grad_norm.py)."""
+        self.refuse_on_real_ranks("grad_norm")
+        return grad_norm.grad_norm(self.megatron.clip_grads, request["grads"],
+                                   request["norm_type"])
 
     def op_drop(self, request):
         self.ranks.pop(request["handle"], None)

@@ -34,6 +34,58 @@ double get_grad_norm_fp32(const std::vector<torch::Tensor>& grads, const GradSta
   return std::pow(total_norm.item<double>(), 1.0 / 2.0);
 }
 
+NormReduce norm_reduce(double norm_type) {
+  return std::isinf(norm_type) ? NormReduce::kMax : NormReduce::kSum;
+}
+
+namespace {
+
+// The inf branch: `max(grad.abs().max() for grad in grads)` (the largest magnitude, exact), then
+// `torch.tensor([float(total_norm)], dtype=torch.float)`.
+torch::Tensor inf_norm_share(const std::vector<torch::Tensor>& grads, bool fixed) {
+  if (grads.empty() && !fixed) {
+    throw PythonRaised("ValueError", "max() arg is an empty sequence");
+  }
+  double largest = 0.0;  // F17's fix: `max(..., default=torch.tensor(0.0))`
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const double m = grads[i].detach().abs().max().to(torch::kDouble).item<double>();
+    if (i == 0 || m > largest) largest = m;
+  }
+  return torch::tensor({static_cast<float>(largest)}, torch::kFloat);
+}
+
+// The p branch (p neither 2 nor inf): `total_norm = 0.0`, then `total_norm += torch.norm(grad,
+// p) ** p` for each grad, a 0-dim tensor of the grad's dtype from the first on (0.0 + x is x).
+// F17's fix starts from `torch.zeros(1)` instead, which adds the same values in the same order.
+torch::Tensor p_norm_share(const std::vector<torch::Tensor>& grads, double p, bool fixed) {
+  if (grads.empty() && !fixed) {
+    throw PythonRaised("TypeError",
+                       "Invalid function argument. Expected parameter `tensor` of type "
+                       "torch.Tensor but got <class 'float'> instead.");
+  }
+  if (grads.empty()) return torch::zeros({1}, torch::kFloat);
+  torch::Tensor total;  // on the grads' device, as Megatron's
+  for (const auto& g : grads) {
+    const torch::Tensor term = at::linalg_vector_norm(g.detach(), p).pow(p);
+    total = total.defined() ? total + term : term;
+  }
+  return total.cpu().reshape({1});
+}
+
+}  // namespace
+
+torch::Tensor grad_norm_share(const std::vector<torch::Tensor>& grads, double norm_type,
+                              bool fixed) {
+  if (std::isinf(norm_type)) return inf_norm_share(grads, fixed);
+  if (norm_type == 2.0) return local_grad_norm_squared(grads);
+  return p_norm_share(grads, norm_type, fixed);
+}
+
+double grad_norm_from_reduced(const torch::Tensor& reduced, double norm_type) {
+  const double value = reduced.to(torch::kDouble).item<double>();
+  return std::isinf(norm_type) ? value : std::pow(value, 1.0 / norm_type);
+}
+
 double clip_grad_by_total_norm_fp32(const std::vector<torch::Tensor>& grads, double max_norm,
                                     double total_norm, bool always_scale) {
   const double clip_coeff = max_norm / (total_norm + 1.0e-6);

@@ -11,9 +11,18 @@
 // - the zero count is `numel - count_nonzero` of every grad, int64, SUM-all-reduced.
 //
 // The grad-stats group's other ranks are the caller's: `GradStatsSum` adds their share in place.
+//
+// Called directly (as the optimizer never does) `get_grad_norm_fp32` takes other norm types:
+// `inf` (each grad's `abs().max()`, the largest through `float()` into a one-element fp32 tensor,
+// MAX-all-reduced, `.item()`) and any other p (`torch.norm(grad, p) ** p` of each grad added to a
+// Python `0.0`, SUM-all-reduced, `.item() ** (1 / p)`). At d8b71082 a rank with no grads raises
+// there: `max()` of an empty sequence (ValueError) for inf, and for p the all-reduce of the
+// Python float `0.0` (TypeError). Megatron fixed both after d8b71082 (#5530, finding F17).
 #pragma once
 
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "sim/port/torch_pch.h"
@@ -30,6 +39,27 @@ torch::Tensor local_grad_norm_squared(const std::vector<torch::Tensor>& grads);
 
 // `get_grad_norm_fp32(grads, norm_type=2, grad_stats_parallel_group)`.
 double get_grad_norm_fp32(const std::vector<torch::Tensor>& grads, const GradStatsSum& sum);
+
+// What Python raised, by its class name ("ValueError") and message.
+struct PythonRaised : std::runtime_error {
+  PythonRaised(std::string type_name, const std::string& message)
+      : std::runtime_error(message), type(std::move(type_name)) {}
+  std::string type;
+};
+
+// How the grad-stats group combines the ranks' shares of a direct `get_grad_norm_fp32` call.
+enum class NormReduce { kMax, kSum };
+NormReduce norm_reduce(double norm_type);
+
+// This rank's tensor as `get_grad_norm_fp32(grads, norm_type)` hands it to the all-reduce (a
+// one-element fp32 tensor: the largest magnitude for inf, the sum of each grad's p-norm to the p
+// otherwise; norm type 2 as above). `fixed`: with F17's fix, a rank with no grads shares zero;
+// without it, it throws PythonRaised as Megatron at d8b71082 raises.
+torch::Tensor grad_norm_share(const std::vector<torch::Tensor>& grads, double norm_type,
+                              bool fixed);
+
+// The norm from the all-reduced share: `.item()` for inf, else `.item() ** (1 / norm_type)`.
+double grad_norm_from_reduced(const torch::Tensor& reduced, double norm_type);
 
 // `clip_grad_by_total_norm_fp32` on the grads themselves (already collected); returns the
 // coefficient, which was applied when below 1. `always_scale` is mutant CLIP-always-scaled.

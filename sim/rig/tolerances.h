@@ -160,4 +160,23 @@ inline double grad_norm(double exact, const GradNormTerms& t) {
   return rel * exact + abs;
 }
 
+// A direct `get_grad_norm_fp32(grads, p)` call with p neither 2 nor infinity (sut::
+// grad_norm_share) against model::exact_p_norm, over fp32 grads whose magnitudes are zero or in
+// [2^-8, 2^8] (no term of any p up to 4 underflows or overflows). To first order in u = 2^-24:
+// (1) `torch.norm(grad, p)` sums n terms |x|^p, each off by one ulp (2 u: powf is faithful, not
+//     correctly rounded), in any order (n u), then takes the 1/p-th power (error / p, plus 2 u);
+// (2) `** p` multiplies that relative error by p and adds 2 u: (n + 2) u + 2 p u + 2 u;
+// (3) the terms of `tensors` grads and of `ranks` shares are added in fp32: (tensors + ranks) u;
+// (4) `.item() ** (1 / p)` in double divides it all by p.
+// Together ((largest + tensors + ranks + 4) / p + 2) u relative, with `largest` the largest
+// grad's n; the exact side's double sum adds elements 2^-52. The inf norm is exact (the largest
+// magnitude is one of the values, carried through fp32 and double unchanged) and p = 2 follows
+// Megatron's L2 path, bounded by grad_norm above.
+inline double direct_p_norm(double exact, double p, const GradNormTerms& t) {
+  const double u = std::ldexp(1.0, -24);
+  const double terms = static_cast<double>(t.largest + t.tensors + t.ranks + 4);
+  return (terms / p + 2) * u * exact +
+         static_cast<double>(t.elements) * std::ldexp(1.0, -52) * exact;
+}
+
 }  // namespace sc::tol
