@@ -337,29 +337,12 @@ void judge_after(sc::props::Review& review, const Side& after, const Request& r)
     }
   }
   for (const std::string& claim : r.fixes) {
-    bool runnable = false;
+    std::vector<std::pair<std::string, bool>> runnable;
     for (const auto& [finding, file] : cases) {
       if (finding != claim) continue;
-      const auto fails = case_fails(file);
-      runnable |= fails.has_value();
-      if (fails.value_or(false)) {
-        review.claim_failures.push_back(claim + ": its regression case (" + file.property +
-                                        ") still fails with the patch");
-      }
-      for (const auto& p : review.properties) {
-        if (p.after.property->name == file.property && p.after.failed()) {
-          review.claim_failures.push_back(claim + ": " + file.property + " is " +
-                                          sc::props::verdict_text(p.verdict));
-        }
-      }
+      if (const auto fails = case_fails(file)) runnable.emplace_back(file.property, *fails);
     }
-    if (!runnable) {
-      review.claims.push_back(claim +
-                              " (no regression case of it runs against real code; its "
-                              "Megatron-style test decides it)");
-    } else {
-      review.claims.push_back(claim);
-    }
+    sc::props::judge_claim(review, claim, runnable);
   }
 }
 

@@ -261,6 +261,48 @@ bool Review::failed() const {
          });
 }
 
+namespace {
+
+// The failures of `case_property` after the fix: those another finding explains ("F15
+// (Suite.Name)") go to `others`, the rest break the claim.
+void judge_case_property(Review& review, const std::string& finding,
+                         const std::string& case_property, std::vector<std::string>& others) {
+  for (const ReviewedProperty& p : review.properties) {
+    if (p.after.property->name != case_property || !p.after.failed()) continue;
+    const bool explained =
+        p.verdict == Verdict::kStillFailing && !p.findings.empty() &&
+        std::find(p.findings.begin(), p.findings.end(), finding) == p.findings.end();
+    const std::string other = input::join(p.findings, ", ") + " (" + case_property + ")";
+    if (!explained) {
+      review.claim_failures.push_back(finding + ": " + case_property + " is " +
+                                      verdict_text(p.verdict));
+    } else if (std::find(others.begin(), others.end(), other) == others.end()) {
+      others.push_back(other);
+    }
+  }
+}
+
+}  // namespace
+
+void judge_claim(Review& review, const std::string& finding,
+                 const std::vector<std::pair<std::string, bool>>& cases) {
+  std::vector<std::string> others;
+  for (const auto& [property, fails] : cases) {
+    if (fails) {
+      review.claim_failures.push_back(finding + ": its regression case (" + property +
+                                      ") still fails with the patch");
+    }
+    judge_case_property(review, finding, property, others);
+  }
+  std::string claim = finding;
+  if (cases.empty()) {
+    claim += " (no regression case of it runs against real code; its Megatron-style test "
+             "decides it)";
+  }
+  if (!others.empty()) claim += "; still failing: " + input::join(others, "; ");
+  review.claims.push_back(claim);
+}
+
 void print_review(std::ostream& out, const Review& review,
                   const std::vector<const Property*>& not_on_real_code) {
   out << "review of " << base_name(review.fix) << "\n";

@@ -2,7 +2,9 @@
 // review (the same table with the same seed on a tree before and after a patch).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -58,6 +60,16 @@ struct Review {
   std::vector<ReviewedProperty> properties;
   bool failed() const;  // anything newly failing, or a claim that does not hold
 };
+
+// The claim that the fix fixes `finding`, decided by what that finding's own regression cases
+// show: `cases` holds, per case that runs against real code, its property and whether it still
+// fails with the fix (none: its Megatron-style test decides). A case's property failing after
+// the fix breaks the claim too, unless that failure is a known other finding's (the property's
+// `findings`, whose regression cases reproduce it, the claimed one not among them), which a base
+// that had to leave that finding's patch out keeps: the claim then holds and names it as still
+// failing. Adds to `review.claims` and `review.claim_failures`.
+void judge_claim(Review& review, const std::string& finding,
+                 const std::vector<std::pair<std::string, bool>>& cases);
 
 void print_review(std::ostream& out, const Review& review,
                   const std::vector<const Property*>& not_on_real_code);
