@@ -519,7 +519,8 @@ std::vector<Property> kernel_and_stream_properties() {
 
 // Why the real-ranks properties do not run in a plain run against real code.
 const char* const kOnRealRanks =
-    "it runs the real code itself, on real ranks beside the port (verify-megatron --real-ranks "
+    "it runs the real code itself, on real ranks beside the port: left out of this run "
+    "(verify-megatron runs it unless --no-real-ranks; shardcheck-verify with --real-ranks "
     "VARIANT)";
 
 std::vector<Property> real_code_properties() {
@@ -536,7 +537,8 @@ std::vector<Property> real_code_properties() {
       });
   diff.target = Target::kPortVsRealCode;
   diff.not_on_real_code =
-      "it runs the port and the real code side by side (verify-megatron --real-ranks VARIANT)";
+      "it runs the port and the real code side by side: left out of this run (verify-megatron "
+      "runs it unless --no-real-ranks; shardcheck-verify with --real-ranks VARIANT)";
   Property ranks = replayable(
       "RealRanks.MultiProcessEqualsOneProcessAndPort",
       "real code on one worker process per DP rank over Gloo (its DDP reduce-scatters the "

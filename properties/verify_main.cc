@@ -401,8 +401,10 @@ bool write_junit(const Request& r, const std::string& xml) {
 }
 
 int run_once(const Request& r, const std::string& run_dir) {
-  Side side{r.tree, {r.name, r.commit, r.patches, {}}, r.replay, run_dir};
+  Side side{r.tree, {r.name, r.commit, r.patches, {}, {}, 0}, r.replay, run_dir};
   run_table(side, r);
+  side.run.real_ranks = r.real_ranks;
+  side.run.real_ranks_cases = r.real_ranks_cases;
   const auto skipped = not_on_real_code(r);
   if (!write_junit(r, sc::props::junit_xml(side.run, skipped))) return sc::input::kExitBadInput;
   if (r.json) {
@@ -423,8 +425,8 @@ int run_once(const Request& r, const std::string& run_dir) {
 int run_review(const Request& r, const std::string& run_dir) {
   std::vector<std::string> with_fix = r.patches;
   with_fix.push_back(r.fix);
-  Side before{r.tree, {r.name, r.commit, r.patches, {}}, r.replay, run_dir + "/before"};
-  Side after{r.after_tree, {r.name, r.commit, with_fix, {}}, r.after_replay, run_dir + "/after"};
+  Side before{r.tree, {r.name, r.commit, r.patches, {}, {}, 0}, r.replay, run_dir + "/before"};
+  Side after{r.after_tree, {r.name, r.commit, with_fix, {}, {}, 0}, r.after_replay, run_dir + "/after"};
   run_table(before, r);
   run_table(after, r);
   const sc::props::Review review = review_of(before, after, r);

@@ -123,9 +123,13 @@ json outcome_json(const Outcome& o) {
 }
 
 json tree_json(const TreeRun& run) {
-  return {{"tree", run.name},
-          {"commit", run.commit.empty() ? json(nullptr) : json(run.commit)},
-          {"patches", run.patches}};
+  json out = {{"tree", run.name},
+              {"commit", run.commit.empty() ? json(nullptr) : json(run.commit)},
+              {"patches", run.patches}};
+  if (!run.real_ranks.empty()) {
+    out["real_ranks"] = {{"variant", run.real_ranks}, {"cases", run.real_ranks_cases}};
+  }
+  return out;
 }
 
 json not_run_json(const std::vector<const Property*>& not_on_real_code) {
@@ -139,6 +143,11 @@ json not_run_json(const std::vector<const Property*>& not_on_real_code) {
 void print_tree(std::ostream& out, const char* label, const TreeRun& run) {
   out << label << real_code_label(run.name, run.patches) << " (" << run.name
       << (run.commit.empty() ? "" : " at " + run.commit) << ")\n";
+  if (!run.real_ranks.empty()) {
+    out << "real ranks and the differential: the port beside them as " << run.real_ranks;
+    if (run.real_ranks_cases > 0) out << ", " << run.real_ranks_cases << " cases each";
+    out << "\n";
+  }
 }
 
 size_t name_width(const std::vector<Outcome>& outcomes) {

@@ -31,6 +31,10 @@ struct TreeRun {
   std::string commit;  // empty when unknown
   std::vector<std::string> patches;  // paths, in the order applied
   std::vector<Outcome> outcomes;
+  // The port's variant beside the real-ranks properties and the differential, and their cases
+  // (0: RC_PARAMS's); empty when they were left out of the run.
+  std::string real_ranks;
+  int real_ranks_cases = 0;
 };
 
 // The run's header, every property with its failure, the properties that do not run against real

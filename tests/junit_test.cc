@@ -45,7 +45,7 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 TEST(JUnit, ARunHasOneTestcasePerPropertyWithItsFailureAndItsReplay) {
-  TreeRun run{"d8b71082", "", {"pr6982.patch"}, {}};
+  TreeRun run{"d8b71082", "", {"pr6982.patch"}, {}, {}, 0};
   run.outcomes = {passed("ShardBuilderDiff.PortRangesEqualModelOnEveryRank"),
                   failed("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption")};
   const Property& skipped =
@@ -72,7 +72,7 @@ TEST(JUnit, ARunHasOneTestcasePerPropertyWithItsFailureAndItsReplay) {
 
 TEST(JUnit, AReviewFailsOnlyWhatIsNewlyFailing) {
   Review review;
-  review.before = review.after = TreeRun{"d8b71082", "", {}, {}};
+  review.before = review.after = TreeRun{"d8b71082", "", {}, {}, {}, 0};
   review.fix = "fix.patch";
   ReviewedProperty still{failed("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption"),
                          failed("HybridOptimizerDiff.SaveLoadContinueEqualsNoInterruption"),

@@ -36,9 +36,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string verify_command() {
+// verify-megatron as these tests run it: without the real-ranks properties and the
+// differential, which its run on a tree includes by default
+// (RealCode.AVerifyRunIncludesTheRealRanksBesideTheTreesVariant), each test here checking
+// something else.
+std::string verify_command(bool real_ranks = false) {
   return "SC_BUILD_DIR=" + std::string(SC_BUILD_DIR) + " " + SC_SOURCE_DIR +
-         "/scripts/verify-megatron";
+         "/scripts/verify-megatron" + (real_ranks ? "" : " --no-real-ranks");
 }
 
 // A few cases suffice: the seed case is found in the first ones.
@@ -171,6 +175,35 @@ std::string first_failure_line(const std::string& report) {
   if (at == std::string::npos) return "";
   const size_t start = report.find_first_not_of(' ', at + 12);
   return report.substr(start, report.find('\n', start) - start);
+}
+
+// A run on one tree includes the real-ranks properties and the differential unless asked not to,
+// the port beside them under the variant of the patches applied, which the report names; with
+// --no-real-ranks the report says they were left out of the run.
+TEST_F(RealCode, AVerifyRunIncludesTheRealRanksBesideTheTreesVariant) {
+  const std::string ranks = "RealRanks.MultiProcessEqualsOneProcessAndPort";
+  const std::string args = " " + trees_ + "/d8b71082 --patch " + SC_SOURCE_DIR +
+                           "/patches/pr6982.patch" +
+                           " --only " + ranks + " --json 2>/dev/null";
+  const auto r = testing::run_command("RC_PARAMS='max_success=2 seed=7' " + verify_command(true) +
+                                      args + " --real-ranks-cases 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json report = json::parse(r.output);
+  EXPECT_EQ(report.at("real_ranks"), json({{"variant", "pr6982"}, {"cases", 1}}));
+  const json* p = property(report, ranks);
+  ASSERT_NE(p, nullptr) << r.output;
+  EXPECT_EQ(p->at("cases"), 1) << p->dump(2);
+  const auto left_out =
+      testing::run_command("RC_PARAMS='max_success=2 seed=7' " + verify_command() + args);
+  ASSERT_EQ(left_out.status, 0) << left_out.output;
+  const json without = json::parse(left_out.output);
+  EXPECT_FALSE(without.contains("real_ranks"));
+  bool named = false;
+  for (const json& n : without.at("not_run")) {
+    named |= n.at("name") == ranks &&
+             n.at("why").get<std::string>().find("left out of this run") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << without.at("not_run").dump(2);
 }
 
 // A failure against real code names the tree and its patches, never the port; its case is kept
