@@ -1,22 +1,23 @@
 # The measured seconds of the tests that take longest, one place for all of them: ctest -j starts
 # the tests of higher COST first, and a fresh clone (CI) has no timings of its own yet, so without
 # these a 300 s test can start last and run alone on one core at the end of its stage. Measured
-# with ctest -j2 on two cores (2026-12-07; the sanitizer suites in build-asan). A test not listed
-# here has cost 0 and starts after these. Update a row when its test's time changes much.
+# with ctest -j2 on two cores in a clean clone's .ci/run (2026-12-07; the sanitizer suites in
+# build-asan, from the run before). A test not listed here has cost 0 and starts after these.
+# Update a row when its test's time changes much.
 set(SC_TEST_SECONDS
   # scripts/test's ordinary stage
-  "RealCode.MegatronStyleTestsPassExactlyWithTheirPatch=300"
-  "RealRanks.ResumesOnTheTreeWithEveryPatch=290"
-  "RealCode.TheGatheredFormatsPropertyFindsF7F8AndF9OnTheirOwn=186"
-  "RealCode.EachFindingsPatchAloneFixesItsCaseInTheRealCode=115"
-  "DistributedCheckpoint.GatheredFormatsOnTheTreeWithEveryPatch=105"
-  "Review.ARefactorThatChangesNoBehaviourHasNothingNewlyFailing=79"
-  "RealCode.WithTheSeedFixTheConstructionAndLeafPropertiesPass=57"
-  "RealRanks.EachCollectivePatchFailsTheRealRanksProperty=51"
+  "RealCode.MegatronStyleTestsPassExactlyWithTheirPatch=340"
+  "RealRanks.ResumesOnTheTreeWithEveryPatch=262"
+  "RealCode.TheGatheredFormatsPropertyFindsF7F8AndF9OnTheirOwn=171"
+  "RealCode.EachFindingsPatchAloneFixesItsCaseInTheRealCode=140"
+  "DistributedCheckpoint.GatheredFormatsOnTheTreeWithEveryPatch=75"
+  "Review.ARefactorThatChangesNoBehaviourHasNothingNewlyFailing=88"
+  "RealCode.WithTheSeedFixTheConstructionAndLeafPropertiesPass=53"
+  "RealRanks.EachCollectivePatchFailsTheRealRanksProperty=55"
   "Recall.G06.StillCaughtByItsProperty=50"
-  "RealCodeDiff.UpstreamAgainstThePristineTree=46"
-  "RealRanks.TheReshardingPropertyFindsF7AndHoldsWithItsPatch=41"
-  "Registry/HoldsWhereItShould.*=36"
+  "RealCodeDiff.UpstreamAgainstThePristineTree=68"
+  "RealRanks.TheReshardingPropertyFindsF7AndHoldsWithItsPatch=37"
+  "Registry/HoldsWhereItShould.*=33"
   # the sanitizer stage
   "CliEveryOption.*=212"
   "CliConvention.*=50")
