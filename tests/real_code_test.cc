@@ -182,18 +182,18 @@ std::string first_failure_line(const std::string& report) {
 }
 
 // A run on one tree includes the real-ranks properties and the differential unless asked not to,
-// the port beside them under the variant of the patches applied, which the report names; with
-// --no-real-ranks the report says they were left out of the run.
+// the port beside them under the variant of the fixes in the tree (here the seed fix and F3's
+// patch, applied before), which the report names; with --no-real-ranks the report says they
+// were left out of the run.
 TEST_F(RealCode, AVerifyRunIncludesTheRealRanksBesideTheTreesVariant) {
   const std::string ranks = "RealRanks.MultiProcessEqualsOneProcessAndPort";
-  const std::string args = " " + trees_ + "/d8b71082 --patch " + SC_SOURCE_DIR +
-                           "/patches/pr6982.patch" +
-                           " --only " + ranks + " --json 2>/dev/null";
+  const std::string args =
+      " " + trees_ + "/d8b71082-pr6982-F3 --only " + ranks + " --json 2>/dev/null";
   const auto r = testing::run_command("RC_PARAMS='max_success=2 seed=7' " + verify_command(true) +
                                       args + " --real-ranks-cases 1");
   ASSERT_EQ(r.status, 0) << r.output;
   const json report = json::parse(r.output);
-  EXPECT_EQ(report.at("real_ranks"), json({{"variant", "pr6982"}, {"cases", 1}}));
+  EXPECT_EQ(report.at("real_ranks"), json({{"variant", "pr6982+F3"}, {"cases", 1}}));
   const json* p = property(report, ranks);
   ASSERT_NE(p, nullptr) << r.output;
   EXPECT_EQ(p->at("cases"), 1) << p->dump(2);
