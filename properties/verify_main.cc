@@ -400,8 +400,17 @@ bool write_junit(const Request& r, const std::string& xml) {
   return false;
 }
 
+// The tree `r` names, with `patches`, before any outcome.
+TreeRun tree_run(const Request& r, std::vector<std::string> patches) {
+  TreeRun run;
+  run.name = r.name;
+  run.commit = r.commit;
+  run.patches = std::move(patches);
+  return run;
+}
+
 int run_once(const Request& r, const std::string& run_dir) {
-  Side side{r.tree, {r.name, r.commit, r.patches, {}, {}, 0}, r.replay, run_dir};
+  Side side{r.tree, tree_run(r, r.patches), r.replay, run_dir};
   run_table(side, r);
   side.run.real_ranks = r.real_ranks;
   side.run.real_ranks_cases = r.real_ranks_cases;
@@ -425,8 +434,8 @@ int run_once(const Request& r, const std::string& run_dir) {
 int run_review(const Request& r, const std::string& run_dir) {
   std::vector<std::string> with_fix = r.patches;
   with_fix.push_back(r.fix);
-  Side before{r.tree, {r.name, r.commit, r.patches, {}, {}, 0}, r.replay, run_dir + "/before"};
-  Side after{r.after_tree, {r.name, r.commit, with_fix, {}, {}, 0}, r.after_replay, run_dir + "/after"};
+  Side before{r.tree, tree_run(r, r.patches), r.replay, run_dir + "/before"};
+  Side after{r.after_tree, tree_run(r, with_fix), r.after_replay, run_dir + "/after"};
   run_table(before, r);
   run_table(after, r);
   const sc::props::Review review = review_of(before, after, r);
