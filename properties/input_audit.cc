@@ -8,6 +8,7 @@
 #include "properties/gen/case_draws.h"
 #include "properties/hybrid_state.h"
 #include "properties/step_flow_props.h"
+#include "properties/wrapper_props.h"
 
 namespace sc::props {
 
@@ -103,12 +104,16 @@ void add_params(std::vector<InputDimension>& out) {
       k, "a parameter across a DP rank boundary", g, draw,
       [](const CaseInputs& in) { return in_class(in, "parameter straddles a rank boundary"); },
       0.4));
-  out.push_back(not_drawn(k,
-                          "a frozen parameter (requires_grad False), and a rank or stage whose "
-                          "parameters are all frozen (a stub DistributedOptimizer)",
-                          "every case parameter is trainable: the model has no frozen parameter "
-                          "and the worker builds each instance from trainable ones, so Megatron's "
-                          "stub optimizer (param_groups empty) is never built; it hides G02"));
+  out.push_back({k,
+                 "a rank whose parameters are all frozen (requires_grad False): the stub the "
+                 "factory builds of Float16OptimizerWithFloat16Params, FP32Optimizer or the "
+                 "DistributedOptimizer",
+                 "wrapper_lifecycle_call", [] { return (*wrapper_lifecycle_call()).frozen; }, 0.3,
+                 ""});
+  out.push_back(not_drawn(k, "a frozen parameter beside trainable ones on one rank",
+                          "Megatron leaves a frozen parameter out of DDP's buffers and out of "
+                          "the param groups, so the optimizer built is the one of the trainable "
+                          "parameters alone, which every case draws"));
 }
 
 void add_steps(std::vector<InputDimension>& out) {
@@ -256,11 +261,17 @@ void add_wrappers_and_devices(std::vector<InputDimension>& out) {
                           "the worker builds each distributed optimizer through "
                           "_get_megatron_optimizer_based_on_param_groups and drives it alone; it "
                           "hides G07, G11 and G14"));
-  out.push_back(
-      not_drawn(k,
-                "Float16OptimizerWithFloat16Params and FP32Optimizer "
-                "(use_distributed_optimizer off)",
-                "the worker builds the distributed optimizer only; it hides G01 and G04"));
+  out.push_back({k,
+                 "Float16OptimizerWithFloat16Params and FP32Optimizer "
+                 "(use_distributed_optimizer off), stepped, saved and resumed",
+                 "wrapper_lifecycle_call",
+                 [] { return (*wrapper_lifecycle_call()).wrapper != rig::Wrapper::kDistributed; },
+                 0.6, ""});
+  out.push_back({k,
+                 "a resume with the weights only (--finetune, --no-load-optim) and "
+                 "reload_model_params on a non-distributed or stub optimizer",
+                 "wrapper_lifecycle_call",
+                 [] { return !(*wrapper_lifecycle_call()).load_optimizer; }, 0.3, ""});
   out.push_back(not_drawn(k, "LayerWiseDistributedOptimizer (Muon's layer-wise path)",
                           "never built: it needs the emerging-optimizers package and "
                           "overlap_param_gather; it hides G13"));

@@ -38,6 +38,9 @@ class PropertyTest : public ::testing::Test {
     if (real_code_under_test() && !runs_on_real_code(*property_)) {
       GTEST_SKIP() << "not against real Megatron code: " << why_not_on_real_code(*property_);
     }
+    if (!real_code_under_test() && !property_->not_on_port.empty()) {
+      GTEST_SKIP() << "not on the port: " << property_->not_on_port;
+    }
     if (property_->target == Target::kPortVsRealCode && !megatron_tree()) {
       GTEST_SKIP() << "needs a Megatron tree in SC_MEGATRON_TREE";
     }

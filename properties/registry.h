@@ -45,6 +45,12 @@ struct Property {
   // Why it cannot run with real Megatron code whatever the worker serves (what it checks is not
   // Megatron code, or is a claim about the port); empty otherwise. Only variant properties can.
   std::string not_on_real_code;
+  // Why it cannot run on the port (the port has no such code), for a property of real Megatron
+  // code alone; empty otherwise. Against the port it is skipped with this reason.
+  std::string not_on_port;
+  // For such a property: the corpus patches of Megatron's history (../shared/megatron/history)
+  // that docs/recall.json records it catching; their kill tests (Recall.GNN.*) show it failing.
+  std::vector<std::string> history_killers;
   // Draws its inputs and RC_ASSERTs its claim against `behaviour` (ignored by model laws).
   std::function<void(const sut::Behaviour&)> body;
   // The claim on given inputs, for properties whose inputs fit a CaseInputs (empty otherwise).
@@ -61,8 +67,8 @@ struct Property {
 const std::vector<Property>& all_properties();
 // The property called `name`, or nullptr.
 const Property* find_property(std::string_view name);
-// The properties that run against the variant under test, in order: what the mutation score
-// runs against each mutant.
+// The properties that run against the variant under test on the port, in order: what the
+// mutation score runs against each mutant.
 std::vector<const Property*> variant_properties();
 // Why `p` does not run with real Megatron code as the system under test: its own reason, or each
 // capability it needs that the megatron target does not serve; empty when it runs.

@@ -7,6 +7,7 @@
 #include "properties/run.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -33,6 +34,20 @@ std::set<std::string> tests_of_this_binary() {
   return out;
 }
 
+// Whether docs/recall.json records `property` among what caught the corpus patch `id`.
+bool recall_lists_catch(const std::string& id, const std::string& property) {
+  std::ifstream in(std::string(SC_SOURCE_DIR) + "/docs/recall.json");
+  const nlohmann::json recall = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (recall.is_discarded()) return false;
+  for (const nlohmann::json& patch : recall.value("patches", nlohmann::json::array())) {
+    if (patch.value("id", "") != id) continue;
+    for (const nlohmann::json& catch_ : patch.value("caught_by", nlohmann::json::array())) {
+      if (catch_.value("property", "") == property) return true;
+    }
+  }
+  return false;
+}
+
 TEST(Registry, NamesAreUniqueSuiteDotNames) {
   std::set<std::string> seen;
   for (const Property& p : all_properties()) {
@@ -55,6 +70,14 @@ TEST(Registry, EveryPropertyIsShownToFailOnSomething) {
       EXPECT_FALSE(p.strength_tests.empty()) << p.name << " has no check-strength test";
       for (const std::string& t : p.strength_tests) {
         EXPECT_TRUE(tests.count(t)) << p.name << ": no test " << t << " in this binary";
+      }
+      continue;
+    }
+    if (!p.not_on_port.empty()) {
+      EXPECT_FALSE(p.history_killers.empty()) << p.name << " names no corpus patch it catches";
+      for (const std::string& g : p.history_killers) {
+        EXPECT_TRUE(recall_lists_catch(g, p.name))
+            << p.name << ": docs/recall.json does not record it catching " << g;
       }
       continue;
     }

@@ -101,24 +101,32 @@ def _lay_pieces(rank, pieces):
             params[key].detach().view(-1)[start:start + values.numel()].copy_(values)
 
 
-def _sharded_state_dict(rank, is_loading, sharding_type):
+def _sharded_state_dict(rank, is_loading, sharding_type, with_optimizer=True):
     """The model's params (one ShardedTensor each, keyed by the case's name, replicated over DP)
-    and the optimizer's sharded state dict of `sharding_type` linked to them."""
+    and, `with_optimizer`, the optimizer's sharded state dict of `sharding_type` linked to
+    them (the trainer leaves a stub optimizer's out)."""
     _, _, mapping = _modules()
     model = {key: mapping.ShardedTensor.from_rank_offsets(key, param, replica_id=(0, 0, rank.rank))
              for key, param in _model_params(rank)}
+    if not with_optimizer:
+        return {"model": model}
     metadata = {"distrib_optim_sharding_type": sharding_type}
     optimizer = rank.dist.sharded_state_dict(model, is_loading=is_loading, metadata=metadata)
     return {"model": model, "optimizer": optimizer}
 
 
-def save(rank, saved):
+def _group_size(rank):
+    """The DP group the checkpoint is saved by: one rank for an optimizer that shards nothing."""
+    return 1 if rank.whole_params else rank.dist.data_parallel_group.size()
+
+
+def save(rank, saved, with_optimizer=True):
     """Adds `rank`'s part to `saved`; DP rank 0 writes the common state."""
     rank.require_constructed()
     utils, dict_utils, mapping = _modules()
     try:
         _, persistent = utils.extract_nonpersistent(
-            _sharded_state_dict(rank, False, saved.sharding_type))
+            _sharded_state_dict(rank, False, saved.sharding_type, with_optimizer))
     except Exception as e:  # noqa: BLE001 - raised again by the loads
         if saved.error is None:
             saved.error = RuntimeError(f"DP rank {rank.rank}'s save raised "
@@ -130,10 +138,10 @@ def save(rank, saved):
             saved.shards[_where(value)] = _copied(value.data)
             _plan(saved, value, mapping)
     saved.ranks += 1
-    saved.group = rank.dist.data_parallel_group.size()
+    saved.group = _group_size(rank)
     if rank.rank == 0:
         saved.common = _copied(common)
-    if rank.world is None:
+    if rank.world is None and not rank.whole_params:
         saved.pieces.extend(_owned_pieces(rank))
 
 
@@ -187,14 +195,28 @@ def _read(value, shards, mapping):
     return copy.deepcopy(saved)
 
 
-def load(rank, saved):
-    """Resumes `rank` (freshly built) from `saved`, as load_checkpoint does."""
+def _loadable(rank, saved):
     rank.require_constructed()
     if saved.error is not None:
         raise saved.error
     if saved.common is None:
         raise ValueError("the checkpoint has no common state: DP rank 0 did not save its part")
     validate_plan(saved)
+
+
+def load_weights(rank, saved):
+    """Loads the model's weights alone into `rank` from `saved`, as load_checkpoint does when it
+    loads no optimizer state (--finetune, --no-load-optim, or a stub optimizer)."""
+    _loadable(rank, saved)
+    _, dict_utils, mapping = _modules()
+    model = _sharded_state_dict(rank, True, saved.sharding_type, with_optimizer=False)
+    dict_utils.dict_list_map_inplace(lambda v: _read(v, saved.shards, mapping), model)
+    _lay_pieces(rank, saved.pieces)
+
+
+def load(rank, saved):
+    """Resumes `rank` (freshly built) from `saved`, as load_checkpoint does."""
+    _loadable(rank, saved)
     utils, dict_utils, mapping = _modules()
     nonpersistent, persistent = utils.extract_nonpersistent(
         _sharded_state_dict(rank, True, saved.sharding_type))

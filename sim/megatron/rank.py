@@ -216,6 +216,8 @@ def ddp_bucket_size(ddp_config, dp_size):
 class Rank:
     """One rank of one instance (dense or expert) of a case."""
 
+    whole_params = False  # the distributed optimizer holds a piece of each parameter
+
     def __init__(self, megatron, request, world=None):
         self.megatron = megatron
         self.world = world  # world.py's World: a real rank, in training mode

@@ -616,6 +616,41 @@ def check_time_steps(worker):
     assert worker("drop", handle=71)["ok"]
 
 
+def lifecycle(wrapper, dtypes, frozen=False, save_after=1, load_optimizer=True):
+    """A wrapper_lifecycle request over one parameter of each dtype, three steps."""
+    params = [{"dtype": d, "shape": [2, 2] if k else [3]} for k, d in enumerate(dtypes)]
+    initial = [bits([0.5 * (k + 1) + i / 8 for i in range(4 if k else 3)], DTYPES[d])
+               for k, d in enumerate(dtypes)]
+    grads = [[bits([(s + 1) / 16 - i / 32 for i in range(4 if k else 3)])
+              for k in range(len(dtypes))] for s in range(3)]
+    return {"wrapper": wrapper, "frozen": frozen, "transformer_engine": False,
+            "params": params, "initial": initial, "grads": grads, "save_after": save_after,
+            "load_optimizer": load_optimizer}
+
+
+def check_wrapper_lifecycle(worker):
+    """wrapper_lifecycle: the factory's non-distributed optimizers resume as no interruption and
+    move their parameters; a frozen rank's stubs move none; a checkpoint saved before the first
+    step holds no optimizer state, so a resume that loads one is refused, as a strict load is."""
+    request = lifecycle("float16", ["bf16", "fp32"])
+    reply = worker("wrapper_lifecycle", **request)
+    assert reply["ok"] and reply["optimizer"] == "Float16OptimizerWithFloat16Params", reply
+    assert not reply["stub"] and reply["resumed"] == reply["reference"], reply
+    assert reply["reference"] == reply["uninterrupted"] != request["initial"], reply
+    reply = worker("wrapper_lifecycle", **lifecycle("fp32", ["fp32"], save_after=0,
+                                                    load_optimizer=False))
+    assert reply["ok"] and reply["optimizer"] == "FP32Optimizer", reply
+    assert reply["resumed"] == reply["reference"] == reply["uninterrupted"], reply
+    for wrapper in ("float16", "distributed"):
+        request = lifecycle(wrapper, ["bf16"], frozen=True, load_optimizer=False)
+        reply = worker("wrapper_lifecycle", **request)
+        assert reply["ok"] and reply["stub"], reply
+        assert reply["uninterrupted"] == reply["resumed"] == request["initial"], reply
+    reply = worker("wrapper_lifecycle", **lifecycle("float16", ["bf16"], save_after=0))
+    assert reply["ok"] and reply["call"] == "load", reply
+    assert "holds nothing at optimizer.state.exp_avg" in reply["raised"], reply
+
+
 def main():
     tree = os.path.abspath(sys.argv[1])
     worker = Worker(tree)
@@ -638,6 +673,8 @@ def main():
          check_binary_values(tree, worker)),
         ("time_steps: whole, hybrid and host step times, one host AdamW per tensor with overlap",
          lambda: check_time_steps(worker)),
+        ("non-distributed optimizers and stubs as the trainer drives them", lambda:
+         check_wrapper_lifecycle(worker)),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     only = sys.argv[2] if len(sys.argv) > 2 else ""  # run only the checks naming it

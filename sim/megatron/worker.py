@@ -29,6 +29,7 @@ import observe  # noqa: E402
 import stream_order  # noqa: E402
 import training  # noqa: E402
 import world as worlds  # noqa: E402
+import wrappers  # noqa: E402
 from loader import STAND_INS as LOADER_STAND_INS, Megatron, TreeError  # noqa: E402
 from rank import STAND_INS as RANK_STAND_INS, Blob, Rank, from_bits  # noqa: E402
 from te_stand_in import StandInRefused  # noqa: E402
@@ -74,7 +75,8 @@ def set_up(device, world=None):
         raise TreeError("world_failed", " ".join(str(e).split())[:400]) from e
     # The DP ranks: emulated in this process (DDP's buffers rebuilt outside training mode, no
     # collective), or real ranks of a world, which run DDP itself and its collectives.
-    ranks = (RANK_STAND_INS + training.ONE_PROCESS_STAND_INS if world is None
+    ranks = (RANK_STAND_INS + training.ONE_PROCESS_STAND_INS + wrappers.STAND_INS
+             if world is None
              else worlds.STAND_INS)
     return stand_ins + LOADER_STAND_INS + training.STAND_INS + ranks
 
@@ -361,6 +363,13 @@ class Worker:
         self.refuse_on_real_ranks("grad_norm")
         return grad_norm.grad_norm(self.megatron.clip_grads, request["grads"],
                                    request["norm_type"])
+
+    def op_wrapper_lifecycle(self, request):
+        """The optimizer Megatron's factory builds without the distributed optimizer, or the stub
+        of a frozen rank, driven as the trainer drives it (wrappers.py)."""
+        self.refuse_on_real_ranks("wrapper_lifecycle")
+        self.megatron.use_transformer_engine(bool(request["transformer_engine"]))
+        return wrappers.lifecycle(self.megatron, request)
 
     def op_drop(self, request):
         self.ranks.pop(request["handle"], None)

@@ -56,6 +56,14 @@ def check_verdicts():
     assert e["verdict"] == "error" and e["error"] == "no such tree", e
 
 
+def check_message_line():
+    """A real-code failure's log names the tree and its patches first; the row keeps the rest."""
+    failure = ("Falsifiable\nx.cc:98:\nRC_ASSERT(!v)\nLog:\nmegatron megatron-lm-x.tar.gz with "
+               "pr6982, F1, G02-bug: stub: reload_model_params: AttributeError: no groups")
+    assert recall.message_line(failure) == "stub: reload_model_params: AttributeError: no groups"
+    assert recall.message_line("Log:\nmegatron tree-all: it broke") == "megatron tree-all: it broke"
+
+
 def check_lost_catches():
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"patches": [{"id": "G01", "verdict": "caught"},
@@ -93,7 +101,8 @@ def check_bad_input():
         assert exit_status(["--corpus", corpus, "--cases", "0"])[0] == 2
 
 
-for check in (check_verdicts, check_lost_catches, check_bad_input):
+CHECKS = (check_verdicts, check_message_line, check_lost_catches, check_bad_input)
+for check in CHECKS:
     check()
     print("ok", check.__name__)
-print("3 passed, 0 failed")
+print(f"{len(CHECKS)} passed, 0 failed")

@@ -1,0 +1,24 @@
+// The optimizers Megatron's factory builds besides the distributed optimizer, on real code only
+// (the port has none of them): Float16OptimizerWithFloat16Params, FP32Optimizer, and the stubs
+// of a frozen rank, driven as the trainer drives them (sim/rig/wrapper_call.h).
+#pragma once
+
+#include <rapidcheck.h>
+
+#include "sim/port/behaviour.h"
+#include "sim/rig/wrapper_call.h"
+
+namespace sc::props {
+
+// A drawn lifecycle: the wrapper the options ask for, frozen or not, 1 to 3 parameters, 1 to 3
+// steps, the checkpoint saved after 0 to all of them, resumed with the optimizer state (after at
+// least one step: a checkpoint saved before the first holds none) or the weights only.
+rc::Gen<rig::WrapperCall> wrapper_lifecycle_call();
+
+// The claim of OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption on `call`, against the
+// tree of SC_MEGATRON_TREE: no call raises; the factory builds the class the options ask for, a
+// stub exactly when every parameter is frozen; the resumed run equals its reference bit for bit;
+// a stub leaves every parameter as it was.
+void run_wrapper_lifecycle_property(const rig::WrapperCall& call, const sut::Behaviour& b);
+
+}  // namespace sc::props

@@ -1,0 +1,74 @@
+#include "sim/rig/wrapper_call.h"
+
+namespace sc::rig {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<std::vector<float>> values_of(const json& lists) {
+  std::vector<std::vector<float>> out;
+  for (const json& bits : lists) out.push_back(from_bits(bits));
+  return out;
+}
+
+json request_of(const WrapperCall& call) {
+  json params = json::array(), initial = json::array(), grads = json::array();
+  for (const WrapperParam& p : call.params) {
+    params.push_back({{"dtype", p.bf16 ? "bf16" : "fp32"}, {"shape", p.shape}});
+    initial.push_back(to_bits(p.initial));
+  }
+  for (const auto& step : call.grads) {
+    json one = json::array();
+    for (const std::vector<float>& g : step) one.push_back(to_bits(g));
+    grads.push_back(one);
+  }
+  return {{"op", "wrapper_lifecycle"}, {"wrapper", wrapper_name(call.wrapper)},
+          {"frozen", call.frozen}, {"transformer_engine", call.transformer_engine},
+          {"params", params}, {"initial", initial}, {"grads", grads},
+          {"save_after", call.save_after}, {"load_optimizer", call.load_optimizer}};
+}
+
+}  // namespace
+
+const char* wrapper_name(Wrapper w) {
+  switch (w) {
+    case Wrapper::kFloat16:
+      return "float16";
+    case Wrapper::kFp32:
+      return "fp32";
+    case Wrapper::kDistributed:
+      return "distributed";
+  }
+  return "?";
+}
+
+WrapperOutcome run_wrapper_lifecycle(const MegatronTarget& tree, const WrapperCall& call) {
+  const json reply = MegatronWorker::of(tree).request(request_of(call));
+  WrapperOutcome out;
+  if (reply.contains("raised")) {
+    out.raised = reply.at("raised").get<std::string>();
+    return out;
+  }
+  out.optimizer = reply.at("optimizer").get<std::string>();
+  out.stub = reply.at("stub").get<bool>();
+  out.uninterrupted = values_of(reply.at("uninterrupted"));
+  out.resumed = values_of(reply.at("resumed"));
+  out.reference = values_of(reply.at("reference"));
+  return out;
+}
+
+void showValue(const WrapperCall& call, std::ostream& os) {
+  os << wrapper_name(call.wrapper) << (call.frozen ? " (every parameter frozen)" : "")
+     << (call.transformer_engine ? ", with Transformer Engine" : "") << ", "
+     << call.grads.size() << " steps, saved after " << call.save_after << ", resumed with "
+     << (call.load_optimizer ? "the optimizer state" : "the weights only");
+  for (size_t i = 0; i < call.params.size(); ++i) {
+    const WrapperParam& p = call.params[i];
+    os << "\n  p" << i << ": " << (p.bf16 ? "bf16" : "fp32") << "[";
+    for (size_t d = 0; d < p.shape.size(); ++d) os << (d == 0 ? "" : "x") << p.shape[d];
+    os << "]";
+  }
+}
+
+}  // namespace sc::rig
