@@ -255,12 +255,23 @@ void add_checkpoints(std::vector<InputDimension>& out) {
 
 void add_wrappers_and_devices(std::vector<InputDimension>& out) {
   const std::string k = "wrapper";
+  out.push_back({k,
+                 "ChainedOptimizer over the dense and the experts' non-distributed optimizers, "
+                 "as get_megatron_optimizer chains them",
+                 "wrapper_lifecycle_call",
+                 [] { return has_expert_optimizer(*wrapper_lifecycle_call()); }, 0.08, ""});
+  out.push_back({k,
+                 "a chain whose dense optimizer is a stub beside trainable experts (every dense "
+                 "parameter of the rank frozen, or none there)",
+                 "wrapper_lifecycle_call",
+                 [] { return has_dense_stub_beside_experts(*wrapper_lifecycle_call()); }, 0.02,
+                 ""});
   out.push_back(not_drawn(k,
-                          "ChainedOptimizer, which get_megatron_optimizer returns always (the "
-                          "dense and expert optimizers chained)",
-                          "the worker builds each distributed optimizer through "
-                          "_get_megatron_optimizer_based_on_param_groups and drives it alone; it "
-                          "hides G07, G11 and G14"));
+                          "ChainedOptimizer over the dense and the experts' distributed "
+                          "optimizers",
+                          "the worker builds each distributed optimizer instance of a case on "
+                          "buffers of its own and drives it alone, where Megatron's chain shares "
+                          "one DDP chunk between them; it hides G11 and G14"));
   out.push_back({k,
                  "Float16OptimizerWithFloat16Params and FP32Optimizer "
                  "(use_distributed_optimizer off), stepped, saved and resumed",

@@ -368,28 +368,7 @@ Check training(TrainingClaim claim) {
   };
 }
 
-void wrapper_lifecycle_body(const sut::Behaviour& b) {
-  run_wrapper_lifecycle_property(*wrapper_lifecycle_call(), b);
-}
-
-std::vector<Property> optimizer_wrapper_properties() {
-  Property p = drawn_in_body(
-      "OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption",
-      "the optimizer Megatron's factory builds without the distributed optimizer "
-      "(Float16OptimizerWithFloat16Params with bf16, FP32Optimizer without), or the stub it "
-      "builds of either or of the DistributedOptimizer on a rank whose parameters are all "
-      "frozen, driven as the trainer drives it (steps; a distributed checkpoint; a fresh rank "
-      "that loads the weights and the optimizer state, or the weights only and calls "
-      "`reload_model_params`; more steps): no call raises, the factory builds the class the "
-      "options ask for and a stub exactly when every parameter is frozen, the resumed run "
-      "equals no interruption (or, weights only, a fresh optimizer from the saved weights) bit "
-      "for bit, and a stub changes no parameter",
-      {}, wrapper_lifecycle_body);
-  p.not_on_port =
-      "the port has no non-distributed optimizer and no stub: it drives real Megatron code only";
-  p.history_killers = {"G02"};
-  return {p};
-}
+std::vector<Property> optimizer_wrapper_properties() { return {wrapper_lifecycle_property()}; }
 
 std::vector<Property> training_loop_properties() {
   return {

@@ -26,8 +26,11 @@ rc::Gen<std::vector<int64_t>> wrapper_shape() {
   return gen::weighted_one_of<std::vector<int64_t>>(
       {{2, rc::gen::map(rc::gen::inRange<int64_t>(1, 7),
                         [](int64_t n) { return std::vector<int64_t>{n}; })},
-       {1, rc::gen::apply([](int64_t a, int64_t b) { return std::vector<int64_t>{a, b}; },
-                          rc::gen::inRange<int64_t>(1, 4), rc::gen::inRange<int64_t>(1, 4))}});
+       {1, rc::gen::apply(
+               [](int64_t a, int64_t b) {
+                 return std::vector<int64_t>{a, b};
+               },
+               rc::gen::inRange<int64_t>(1, 4), rc::gen::inRange<int64_t>(1, 4))}});
 }
 
 int64_t numel(const std::vector<int64_t>& shape) {
@@ -36,16 +39,20 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-rc::Gen<rig::WrapperParam> wrapper_param(bool may_be_bf16) {
-  const auto bf16 = may_be_bf16 ? gen::weighted_choice<bool>({{2, true}, {1, false}})
-                                : rc::gen::just(false);
-  return rc::gen::mapcat(rc::gen::pair(bf16, wrapper_shape()), [](const auto& drawn) {
-    return rc::gen::map(
-        rc::gen::container<std::vector<float>>(static_cast<size_t>(numel(drawn.second)),
-                                               small_value()),
-        [drawn](std::vector<float> initial) {
-          return rig::WrapperParam{drawn.first, drawn.second, std::move(initial)};
-        });
+// At every size: RapidCheck's ranges favour the first entry at small sizes.
+rc::Gen<bool> one_in(size_t n) {
+  return rc::gen::resize(rc::kNominalSize, gen::weighted_choice<bool>({{n - 1, false}, {1, true}}));
+}
+
+rc::Gen<rig::WrapperParam> wrapper_param(bool may_be_bf16, bool may_be_expert) {
+  return rc::gen::exec([may_be_bf16, may_be_expert] {
+    rig::WrapperParam p;
+    p.bf16 = may_be_bf16 && !*one_in(3);
+    p.expert = may_be_expert && *one_in(2);
+    p.shape = *wrapper_shape();
+    p.initial =
+        *rc::gen::container<std::vector<float>>(static_cast<size_t>(numel(p.shape)), small_value());
+    return p;
   });
 }
 
@@ -53,9 +60,8 @@ rc::Gen<rig::WrapperParam> wrapper_param(bool may_be_bf16) {
 rc::Gen<std::vector<std::vector<std::vector<float>>>> wrapper_grads(
     const std::vector<rig::WrapperParam>& params, size_t steps) {
   std::vector<rc::Gen<std::vector<float>>> per_param;
-  const auto element = rc::gen::map(rc::gen::inRange<int>(-4096, 4097), [](int k) {
-    return std::ldexp(static_cast<float>(k), -10);
-  });
+  const auto element = rc::gen::map(rc::gen::inRange<int>(-4096, 4097),
+                                    [](int k) { return std::ldexp(static_cast<float>(k), -10); });
   for (const auto& p : params) {
     per_param.push_back(
         rc::gen::container<std::vector<float>>(static_cast<size_t>(numel(p.shape)), element));
@@ -102,21 +108,16 @@ rc::Gen<rig::WrapperCall> wrapper_lifecycle_call() {
   return rc::gen::exec([] {
     rig::WrapperCall call;
     call.wrapper = *rc::gen::resize(
-        rc::kNominalSize,
-        gen::weighted_choice<rig::Wrapper>({{3, rig::Wrapper::kFloat16},
-                                            {2, rig::Wrapper::kFp32},
-                                            {1, rig::Wrapper::kDistributed}}));
+        rc::kNominalSize, gen::weighted_choice<rig::Wrapper>({{3, rig::Wrapper::kFloat16},
+                                                              {2, rig::Wrapper::kFp32},
+                                                              {1, rig::Wrapper::kDistributed}}));
     // The distributed optimizer's trainable ranks are the other properties' subject.
-    // At every size: RapidCheck's ranges favour the first entry at small sizes.
-    const auto one_in = [](size_t n) {
-      return rc::gen::resize(rc::kNominalSize, gen::weighted_choice<bool>({{n - 1, false},
-                                                                          {1, true}}));
-    };
     call.frozen = call.wrapper == rig::Wrapper::kDistributed || *one_in(3);
     call.transformer_engine = *one_in(4);
     const size_t n = *rc::gen::inRange<size_t>(1, 4);
     const bool bf16 = call.wrapper != rig::Wrapper::kFp32;
-    call.params = *rc::gen::container<std::vector<rig::WrapperParam>>(n, wrapper_param(bf16));
+    const bool moe = *one_in(3);  // a model with experts: their own optimizer in the chain
+    call.params = *rc::gen::container<std::vector<rig::WrapperParam>>(n, wrapper_param(bf16, moe));
     const size_t steps = *rc::gen::inRange<size_t>(1, 4);
     call.grads = *wrapper_grads(call.params, steps);
     call.save_after = *rc::gen::inRange<int>(0, static_cast<int>(steps) + 1);
@@ -125,19 +126,37 @@ rc::Gen<rig::WrapperCall> wrapper_lifecycle_call() {
   });
 }
 
-void run_wrapper_lifecycle_property(const rig::WrapperCall& call, const sut::Behaviour& b) {
-  rig::MegatronTarget tree = tree_or_fail();
-  tree.cuda = device().is_cuda();
-  const rig::WrapperOutcome got = rig::run_wrapper_lifecycle(tree, call);
-  const std::string what = std::string(rig::wrapper_name(call.wrapper)) +
-                           (call.frozen ? " optimizer of a frozen rank" : " optimizer");
-  if (got.raised) check(what + ": " + *got.raised, b);
-  if (got.optimizer != class_of(call.wrapper) || got.stub != call.frozen) {
-    check(what + ": the factory built " + (got.stub ? "a stub " : "a trainable ") +
-              got.optimizer + ", not " + (call.frozen ? "a stub " : "a trainable ") +
-              class_of(call.wrapper),
-          b);
+namespace {
+
+// The chain get_megatron_optimizer builds for `call`: the dense optimizer always, a stub where
+// no dense parameter is trainable; the experts' where one is trainable.
+struct Chain {
+  std::vector<std::string> optimizers;
+  std::vector<bool> stubs;
+};
+
+Chain chain_of(const rig::WrapperCall& call) {
+  bool dense = false, expert = false;
+  for (const rig::WrapperParam& p : call.params) (p.expert ? expert : dense) = !call.frozen;
+  Chain c{{class_of(call.wrapper)}, {!dense}};
+  if (expert) {
+    c.optimizers.push_back(class_of(call.wrapper));
+    c.stubs.push_back(false);
   }
+  return c;
+}
+
+std::string chain_text(const std::vector<std::string>& optimizers, const std::vector<bool>& stubs) {
+  std::string out;
+  for (size_t k = 0; k < optimizers.size(); ++k) {
+    out += (k == 0 ? "[" : ", ") + std::string(k < stubs.size() && stubs[k] ? "stub " : "") +
+           optimizers[k];
+  }
+  return out + "]";
+}
+
+void check_values(const std::string& what, const rig::WrapperCall& call,
+                  const rig::WrapperOutcome& got, const sut::Behaviour& b) {
   const std::string resumed = first_difference(got.resumed, got.reference);
   if (!resumed.empty()) {
     check(what + ": resumed with " +
@@ -150,6 +169,54 @@ void run_wrapper_lifecycle_property(const rig::WrapperCall& call, const sut::Beh
     const std::string moved = first_difference(got.uninterrupted, got.reference);
     if (!moved.empty()) check(what + ": a frozen parameter changed: " + moved, b);
   }
+}
+
+}  // namespace
+
+bool has_expert_optimizer(const rig::WrapperCall& call) {
+  return chain_of(call).optimizers.size() == 2;
+}
+
+bool has_dense_stub_beside_experts(const rig::WrapperCall& call) {
+  const Chain c = chain_of(call);
+  return c.optimizers.size() == 2 && c.stubs[0];
+}
+
+void run_wrapper_lifecycle_property(const rig::WrapperCall& call, const sut::Behaviour& b) {
+  rig::MegatronTarget tree = tree_or_fail();
+  tree.cuda = device().is_cuda();
+  const rig::WrapperOutcome got = rig::run_wrapper_lifecycle(tree, call);
+  const Chain want = chain_of(call);
+  const std::string what = "the chain " + chain_text(want.optimizers, want.stubs);
+  if (got.raised) check(what + ": " + *got.raised, b);
+  if (got.optimizers != want.optimizers || got.stubs != want.stubs) {
+    check(what + ": the factory built " + chain_text(got.optimizers, got.stubs), b);
+  }
+  if (got.save_changed) check(what + ": saving changed the optimizer: " + *got.save_changed, b);
+  check_values(what, call, got, b);
+}
+
+Property wrapper_lifecycle_property() {
+  Property p;
+  p.name = "OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption";
+  p.claim =
+      "the ChainedOptimizer Megatron's factory builds without the distributed optimizer (over "
+      "the dense parameters' optimizer and, where expert parameters are trainable, theirs; each "
+      "Float16OptimizerWithFloat16Params with bf16, FP32Optimizer without, or the stub of it or "
+      "of the DistributedOptimizer where none of its parameters is trainable), driven as the "
+      "trainer drives it (steps; a distributed checkpoint; a fresh rank that loads the weights "
+      "and the optimizer state, or the weights only and calls `reload_model_params`; more "
+      "steps): no call raises, the chain is the one the options ask for, a save changes no "
+      "param group, the resumed run equals no interruption (or, weights only, a fresh optimizer "
+      "from the saved weights) bit for bit, and a frozen rank's parameters never change";
+  p.body = [](const sut::Behaviour& b) {
+    run_wrapper_lifecycle_property(*wrapper_lifecycle_call(), b);
+  };
+  p.not_on_port =
+      "the port has no non-distributed optimizer, no stub and no chain: it drives real Megatron "
+      "code only";
+  p.history_killers = {"G02", "G07"};
+  return p;
 }
 
 }  // namespace sc::props

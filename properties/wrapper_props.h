@@ -5,6 +5,7 @@
 
 #include <rapidcheck.h>
 
+#include "properties/registry.h"
 #include "sim/port/behaviour.h"
 #include "sim/rig/wrapper_call.h"
 
@@ -15,10 +16,18 @@ namespace sc::props {
 // least one step: a checkpoint saved before the first holds none) or the weights only.
 rc::Gen<rig::WrapperCall> wrapper_lifecycle_call();
 
+// Whether the chain `call` builds has the experts' optimizer beside the dense one; and whether
+// that dense one is then a stub.
+bool has_expert_optimizer(const rig::WrapperCall& call);
+bool has_dense_stub_beside_experts(const rig::WrapperCall& call);
+
 // The claim of OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption on `call`, against the
 // tree of SC_MEGATRON_TREE: no call raises; the factory builds the class the options ask for, a
 // stub exactly when every parameter is frozen; the resumed run equals its reference bit for bit;
 // a stub leaves every parameter as it was.
 void run_wrapper_lifecycle_property(const rig::WrapperCall& call, const sut::Behaviour& b);
+
+// OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption, as the registry lists it.
+Property wrapper_lifecycle_property();
 
 }  // namespace sc::props

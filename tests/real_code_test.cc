@@ -353,7 +353,9 @@ TEST_F(RealCode, EachFindingsPatchAloneFixesItsCaseInTheRealCode) {
     // that found it.
     static const std::map<std::string, std::pair<std::string, std::string>> kByProperty = {
         {"F12", {"max_success=15 seed=11", "StepFlow.ClippingAndZeroCountEqualTheModel"}},
-        {"F17", {"max_success=100 seed=1", "StepFlow.DirectGradNormOfEveryTypeEqualsTheModel"}}};
+        {"F17", {"max_success=100 seed=1", "StepFlow.DirectGradNormOfEveryTypeEqualsTheModel"}},
+        {"F18",
+         {"max_success=100 seed=1", "OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption"}}};
     const auto by_property = kByProperty.find(finding);
     bool found = by_property != kByProperty.end();
     if (found) {

@@ -634,17 +634,18 @@ def check_wrapper_lifecycle(worker):
     step holds no optimizer state, so a resume that loads one is refused, as a strict load is."""
     request = lifecycle("float16", ["bf16", "fp32"])
     reply = worker("wrapper_lifecycle", **request)
-    assert reply["ok"] and reply["optimizer"] == "Float16OptimizerWithFloat16Params", reply
-    assert not reply["stub"] and reply["resumed"] == reply["reference"], reply
+    assert reply["ok"] and reply["optimizers"] == ["Float16OptimizerWithFloat16Params"], reply
+    assert reply["stubs"] == [False] and reply["resumed"] == reply["reference"], reply
+    assert reply["save_changed"] is None, reply
     assert reply["reference"] == reply["uninterrupted"] != request["initial"], reply
     reply = worker("wrapper_lifecycle", **lifecycle("fp32", ["fp32"], save_after=0,
                                                     load_optimizer=False))
-    assert reply["ok"] and reply["optimizer"] == "FP32Optimizer", reply
+    assert reply["ok"] and reply["optimizers"] == ["FP32Optimizer"], reply
     assert reply["resumed"] == reply["reference"] == reply["uninterrupted"], reply
     for wrapper in ("float16", "distributed"):
         request = lifecycle(wrapper, ["bf16"], frozen=True, load_optimizer=False)
         reply = worker("wrapper_lifecycle", **request)
-        assert reply["ok"] and reply["stub"], reply
+        assert reply["ok"] and reply["stubs"] == [True], reply
         assert reply["uninterrupted"] == reply["resumed"] == request["initial"], reply
     reply = worker("wrapper_lifecycle", **lifecycle("float16", ["bf16"], save_after=0))
     assert reply["ok"] and reply["call"] == "load", reply

@@ -15,7 +15,8 @@ std::vector<std::vector<float>> values_of(const json& lists) {
 json request_of(const WrapperCall& call) {
   json params = json::array(), initial = json::array(), grads = json::array();
   for (const WrapperParam& p : call.params) {
-    params.push_back({{"dtype", p.bf16 ? "bf16" : "fp32"}, {"shape", p.shape}});
+    params.push_back(
+        {{"dtype", p.bf16 ? "bf16" : "fp32"}, {"shape", p.shape}, {"is_expert", p.expert}});
     initial.push_back(to_bits(p.initial));
   }
   for (const auto& step : call.grads) {
@@ -23,10 +24,15 @@ json request_of(const WrapperCall& call) {
     for (const std::vector<float>& g : step) one.push_back(to_bits(g));
     grads.push_back(one);
   }
-  return {{"op", "wrapper_lifecycle"}, {"wrapper", wrapper_name(call.wrapper)},
-          {"frozen", call.frozen}, {"transformer_engine", call.transformer_engine},
-          {"params", params}, {"initial", initial}, {"grads", grads},
-          {"save_after", call.save_after}, {"load_optimizer", call.load_optimizer}};
+  return {{"op", "wrapper_lifecycle"},
+          {"wrapper", wrapper_name(call.wrapper)},
+          {"frozen", call.frozen},
+          {"transformer_engine", call.transformer_engine},
+          {"params", params},
+          {"initial", initial},
+          {"grads", grads},
+          {"save_after", call.save_after},
+          {"load_optimizer", call.load_optimizer}};
 }
 
 }  // namespace
@@ -50,8 +56,11 @@ WrapperOutcome run_wrapper_lifecycle(const MegatronTarget& tree, const WrapperCa
     out.raised = reply.at("raised").get<std::string>();
     return out;
   }
-  out.optimizer = reply.at("optimizer").get<std::string>();
-  out.stub = reply.at("stub").get<bool>();
+  out.optimizers = reply.at("optimizers").get<std::vector<std::string>>();
+  out.stubs = reply.at("stubs").get<std::vector<bool>>();
+  if (!reply.at("save_changed").is_null()) {
+    out.save_changed = reply.at("save_changed").get<std::string>();
+  }
   out.uninterrupted = values_of(reply.at("uninterrupted"));
   out.resumed = values_of(reply.at("resumed"));
   out.reference = values_of(reply.at("reference"));
@@ -60,14 +69,14 @@ WrapperOutcome run_wrapper_lifecycle(const MegatronTarget& tree, const WrapperCa
 
 void showValue(const WrapperCall& call, std::ostream& os) {
   os << wrapper_name(call.wrapper) << (call.frozen ? " (every parameter frozen)" : "")
-     << (call.transformer_engine ? ", with Transformer Engine" : "") << ", "
-     << call.grads.size() << " steps, saved after " << call.save_after << ", resumed with "
+     << (call.transformer_engine ? ", with Transformer Engine" : "") << ", " << call.grads.size()
+     << " steps, saved after " << call.save_after << ", resumed with "
      << (call.load_optimizer ? "the optimizer state" : "the weights only");
   for (size_t i = 0; i < call.params.size(); ++i) {
     const WrapperParam& p = call.params[i];
     os << "\n  p" << i << ": " << (p.bf16 ? "bf16" : "fp32") << "[";
     for (size_t d = 0; d < p.shape.size(); ++d) os << (d == 0 ? "" : "x") << p.shape[d];
-    os << "]";
+    os << "]" << (p.expert ? " expert" : "");
   }
 }
 

@@ -1,9 +1,11 @@
 // The optimizers Megatron's factory builds besides the distributed optimizer, driven on real
 // Megatron code as the trainer drives them (the worker's `wrapper_lifecycle` op,
-// sim/megatron/wrappers.py): Float16OptimizerWithFloat16Params (bf16 without the distributed
-// optimizer), FP32Optimizer (neither bf16 nor fp16), and the stub the factory builds of either or
-// of the DistributedOptimizer on a rank whose parameters are all frozen. The port has none of
-// them: this seam has a real-code side only.
+// sim/megatron/wrappers.py): the ChainedOptimizer get_megatron_optimizer returns, over the dense
+// parameters' optimizer and, where expert parameters are trainable, theirs; each
+// Float16OptimizerWithFloat16Params (bf16 without the distributed optimizer) or FP32Optimizer
+// (neither bf16 nor fp16), or the stub the factory builds of either or of the
+// DistributedOptimizer where none of its parameters is trainable. The port has none of them:
+// this seam has a real-code side only.
 #pragma once
 
 #include <cstdint>
@@ -20,25 +22,28 @@ namespace sc::rig {
 enum class Wrapper { kFloat16, kFp32, kDistributed };
 
 struct WrapperParam {
-  bool bf16 = false;             // else fp32
-  std::vector<int64_t> shape;    // one or two dimensions
-  std::vector<float> initial;    // its values (rounded to bf16 by the worker where bf16)
+  bool bf16 = false;           // else fp32
+  bool expert = false;         // an expert parameter: the experts' optimizer holds it
+  std::vector<int64_t> shape;  // one or two dimensions
+  std::vector<float> initial;  // its values (rounded to bf16 by the worker where bf16)
 };
 
 struct WrapperCall {
   Wrapper wrapper = Wrapper::kFloat16;
-  bool frozen = false;           // every parameter frozen: the factory builds a stub
+  bool frozen = false;              // every parameter frozen: the factory builds a stub
   bool transformer_engine = false;  // the inner optimizer TE's FusedAdam (the worker's stand-in)
   std::vector<WrapperParam> params;
   std::vector<std::vector<std::vector<float>>> grads;  // per step, per parameter
-  int save_after = 0;            // steps before the checkpoint is saved
-  bool load_optimizer = true;    // resume with the optimizer state, else weights only
+  int save_after = 0;                                  // steps before the checkpoint is saved
+  bool load_optimizer = true;  // resume with the optimizer state, else weights only
 };
 
 struct WrapperOutcome {
-  std::string optimizer;         // the class the factory built
-  bool stub = false;
-  std::optional<std::string> raised;  // "CALL: Type: message" where a call raised
+  // The chain's optimizers in order (dense, then experts where built): class, and whether a stub.
+  std::vector<std::string> optimizers;
+  std::vector<bool> stubs;
+  std::optional<std::string> save_changed;  // what the save changed in their param groups
+  std::optional<std::string> raised;        // "CALL: Type: message" where a call raised
   // Each parameter's values (fp32) after: the run without interruption, the resumed run, and
   // what the resumed run must equal (the run without interruption where the optimizer state was
   // loaded, else a fresh optimizer stepped from the saved weights).
