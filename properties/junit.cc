@@ -53,7 +53,7 @@ std::string failure_body(const Outcome& o) {
 Case case_of(const Outcome& o) {
   Case c{o.property->name, o.seconds, "", "", ""};
   if (o.not_run) {
-    c.skipped = "not in the reproduce string";
+    c.skipped = o.why_not_run;
   } else if (o.failed()) {
     c.failure = o.run.description.empty() ? "failed" : o.run.description;
     c.body = failure_body(o);

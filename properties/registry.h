@@ -59,6 +59,12 @@ struct Property {
   // (properties/case_extras.h, by key): what its case files hold beyond the case and schedule.
   std::function<CaseInputs()> draw;
   std::vector<std::string> extras;
+  // For a property drawn in its body, the same body with each drawn case first handed to
+  // `on_control`, which runs it against a control tree and says whether it failed there; the
+  // case is then discarded (a review or a recall run beside a control: what fails is the
+  // difference between the trees). Empty where the body cannot offer its cases.
+  using OnControl = std::function<bool(const std::function<void()>& check)>;
+  std::function<void(const sut::Behaviour&, const OnControl&)> body_beside_control;
 };
 
 

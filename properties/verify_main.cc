@@ -201,12 +201,11 @@ bool left_out_by_reproduce(const sc::props::RunOutcome& run) {
          std::string(params).find("reproduce=") != std::string::npos;
 }
 
-// Whether `p.check` fails `in` on the control tree; a case the control discards is discarded.
-bool fails_on_control(const sc::props::Property& p, const sc::props::CaseInputs& in,
-                      const sc::sut::Behaviour& variant, const Request& r) {
+// Whether `check` fails on the control tree; a case the control discards is discarded.
+bool fails_on_control(const std::function<void()>& check, const Request& r) {
   sc::props::RealCodeScope control({r.control_tree, false}, r.control_tree);
   try {
-    p.check(in, variant);
+    check();
   } catch (const rc::detail::CaseResult& result) {
     if (result.type != rc::detail::CaseResult::Type::Failure) throw;
     return true;
@@ -216,14 +215,22 @@ bool fails_on_control(const sc::props::Property& p, const sc::props::CaseInputs&
   return false;
 }
 
-// `p`'s body, or with --control-tree for a replayable property: its draw, the case discarded
-// where the control fails it, then its check.
+// `p`'s body, or with --control-tree, where the property can: each drawn case discarded where
+// the control fails it, then its check.
 std::function<void(const sc::sut::Behaviour&)> body_of(const sc::props::Property& p,
                                                        const Request& r) {
-  if (r.control_tree.empty() || !p.check || !p.draw) return p.body;
+  if (r.control_tree.empty()) return p.body;
+  if (p.body_beside_control) {
+    return [&p, &r](const sc::sut::Behaviour& variant) {
+      p.body_beside_control(variant, [&r](const std::function<void()>& check) {
+        return fails_on_control(check, r);
+      });
+    };
+  }
+  if (!p.check || !p.draw) return p.body;
   return [&p, &r](const sc::sut::Behaviour& variant) {
     const sc::props::CaseInputs in = p.draw();
-    RC_PRE(!fails_on_control(p, in, variant, r));
+    RC_PRE(!fails_on_control([&] { p.check(in, variant); }, r));
     p.check(in, variant);
   };
 }
@@ -240,6 +247,11 @@ Outcome verify(const sc::props::Property& p, const Side& side, const Request& r)
   if (beside_port && r.real_ranks_cases > 0) options.max_success = r.real_ranks_cases;
   Outcome out;
   out.property = &p;
+  if (!r.control_tree.empty() && !p.body_beside_control && !(p.check && p.draw)) {
+    out.not_run = true;
+    out.why_not_run = "its cases are drawn in its body: none can be run on the control first";
+    return out;
+  }
   const auto start = std::chrono::steady_clock::now();
   out.run = sc::props::run_property([&] { body_of(p, r)(variant); }, options);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

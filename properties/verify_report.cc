@@ -109,7 +109,7 @@ const char* run_verdict(const Outcome& o) {
 }
 
 json outcome_json(const Outcome& o) {
-  if (o.not_run) return {{"ran", false}, {"why", "not in the reproduce string"}};
+  if (o.not_run) return {{"ran", false}, {"why", o.why_not_run}};
   json j{{"ran", true}, {"passed", !o.failed()}, {"cases", o.run.cases}, {"seconds", o.seconds}};
   if (!o.failed()) return j;
   j["failure"] = o.run.description;
@@ -196,7 +196,7 @@ void print_run(std::ostream& out, const TreeRun& run, const std::vector<std::str
   for (const std::string& s : stand_ins) out << "  - " << s << "\n";
   for (const Outcome& o : run.outcomes) {
     if (o.not_run) {
-      out << "NOT RUN  " << o.property->name << ": not in the reproduce string\n";
+      out << "NOT RUN  " << o.property->name << ": " << o.why_not_run << "\n";
       continue;
     }
     out << run_verdict(o) << "  " << o.property->name << "  (" << o.run.cases << " cases)\n";
@@ -223,7 +223,7 @@ json run_json(const TreeRun& run, const std::vector<std::string>& stand_ins,
   int passed = 0, failed = 0;
   for (const Outcome& o : run.outcomes) {
     if (o.not_run) {
-      skipped.push_back({{"name", o.property->name}, {"why", "not in the reproduce string"}});
+      skipped.push_back({{"name", o.property->name}, {"why", o.why_not_run}});
       continue;
     }
     (o.failed() ? failed : passed) += 1;

@@ -18,7 +18,9 @@ namespace sc::props {
 struct Outcome {
   const Property* property = nullptr;
   RunOutcome run;
-  bool not_run = false;     // left out by a reproduce string (RC_PARAMS="reproduce=...")
+  bool not_run = false;     // left out: by a reproduce string (RC_PARAMS="reproduce=..."), or
+                            // beside a control, which its cases cannot be run on first
+  std::string why_not_run = "not in the reproduce string";
   std::string case_file;    // the shrunk case's file, when the property writes one
   std::string replay;       // the one command that replays the failure against the same tree
   double seconds = 0;       // wall time of its run

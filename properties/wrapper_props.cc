@@ -212,6 +212,11 @@ Property wrapper_lifecycle_property() {
   p.body = [](const sut::Behaviour& b) {
     run_wrapper_lifecycle_property(*wrapper_lifecycle_call(), b);
   };
+  p.body_beside_control = [](const sut::Behaviour& b, const Property::OnControl& on_control) {
+    const rig::WrapperCall call = *wrapper_lifecycle_call();
+    RC_PRE(!on_control([&] { run_wrapper_lifecycle_property(call, b); }));
+    run_wrapper_lifecycle_property(call, b);
+  };
   p.not_on_port =
       "the port has no non-distributed optimizer, no stub and no chain: it drives real Megatron "
       "code only";
