@@ -294,12 +294,21 @@ void add_wrappers_and_devices(std::vector<InputDimension>& out) {
                           "on a CPU machine the worker's streams run in program order and pin "
                           "nothing; the port draws stream orders (StreamSimulation.*) and "
                           "scripts/gpu-check runs the real code on a GPU"));
+  out.push_back({d,
+                 "Transformer Engine importable where optimizer.py binds its multi-tensor "
+                 "copy at import (the fp16 wrapper's copies run through it)",
+                 "wrapper_lifecycle_call",
+                 [] {
+                   const rig::WrapperCall call = *wrapper_lifecycle_call();
+                   return call.transformer_engine && call.wrapper == rig::Wrapper::kFp16;
+                 },
+                 0.03, ""});
   out.push_back(not_drawn(d,
-                          "Transformer Engine importable while the tree loads (its "
-                          "multi_tensor_* kernels bound at import)",
-                          "Transformer Engine is hidden at import (its kernels need CUDA) and "
-                          "only FusedAdam is stood in: the import blocks always take Megatron's "
-                          "local fallbacks; it hides G01"));
+                          "Transformer Engine's multi_tensor_l2norm and multi_tensor_scale_tensor "
+                          "in clip_grads.py",
+                          "their CUDA kernels sum in an order of their own that a host stand-in "
+                          "would only approximate: clip_grads.py's import keeps Megatron's local "
+                          "fallbacks, whose norms the properties bound by a named tolerance"));
 }
 
 std::string percent(double share) {

@@ -16,7 +16,7 @@ namespace {
 
 using Values = std::vector<std::vector<float>>;
 
-// k / 64 for k in [-128, 128]: exact in bf16 for |k| < 256.
+// k / 64 for k in [-128, 128]: exact in bf16 and fp16.
 rc::Gen<float> small_value() {
   return rc::gen::map(rc::gen::inRange<int>(-128, 129),
                       [](int k) { return std::ldexp(static_cast<float>(k), -6); });
@@ -44,10 +44,10 @@ rc::Gen<bool> one_in(size_t n) {
   return rc::gen::resize(rc::kNominalSize, gen::weighted_choice<bool>({{n - 1, false}, {1, true}}));
 }
 
-rc::Gen<rig::WrapperParam> wrapper_param(bool may_be_bf16, bool may_be_expert) {
-  return rc::gen::exec([may_be_bf16, may_be_expert] {
+rc::Gen<rig::WrapperParam> wrapper_param(bool may_be_half, bool may_be_expert) {
+  return rc::gen::exec([may_be_half, may_be_expert] {
     rig::WrapperParam p;
-    p.bf16 = may_be_bf16 && !*one_in(3);
+    p.half = may_be_half && !*one_in(3);
     p.expert = may_be_expert && *one_in(2);
     p.shape = *wrapper_shape();
     p.initial =
@@ -77,6 +77,7 @@ rc::Gen<std::vector<std::vector<std::vector<float>>>> wrapper_grads(
 const char* class_of(rig::Wrapper w) {
   switch (w) {
     case rig::Wrapper::kFloat16:
+    case rig::Wrapper::kFp16:
       return "Float16OptimizerWithFloat16Params";
     case rig::Wrapper::kFp32:
       return "FP32Optimizer";
@@ -109,15 +110,16 @@ rc::Gen<rig::WrapperCall> wrapper_lifecycle_call() {
     rig::WrapperCall call;
     call.wrapper = *rc::gen::resize(
         rc::kNominalSize, gen::weighted_choice<rig::Wrapper>({{3, rig::Wrapper::kFloat16},
+                                                              {2, rig::Wrapper::kFp16},
                                                               {2, rig::Wrapper::kFp32},
                                                               {1, rig::Wrapper::kDistributed}}));
     // The distributed optimizer's trainable ranks are the other properties' subject.
     call.frozen = call.wrapper == rig::Wrapper::kDistributed || *one_in(3);
     call.transformer_engine = *one_in(4);
     const size_t n = *rc::gen::inRange<size_t>(1, 4);
-    const bool bf16 = call.wrapper != rig::Wrapper::kFp32;
+    const bool half = call.wrapper != rig::Wrapper::kFp32;
     const bool moe = *one_in(3);  // a model with experts: their own optimizer in the chain
-    call.params = *rc::gen::container<std::vector<rig::WrapperParam>>(n, wrapper_param(bf16, moe));
+    call.params = *rc::gen::container<std::vector<rig::WrapperParam>>(n, wrapper_param(half, moe));
     const size_t steps = *rc::gen::inRange<size_t>(1, 4);
     call.grads = *wrapper_grads(call.params, steps);
     call.save_after = *rc::gen::inRange<int>(0, static_cast<int>(steps) + 1);
@@ -202,8 +204,9 @@ Property wrapper_lifecycle_property() {
   p.claim =
       "the ChainedOptimizer Megatron's factory builds without the distributed optimizer (over "
       "the dense parameters' optimizer and, where expert parameters are trainable, theirs; each "
-      "Float16OptimizerWithFloat16Params with bf16, FP32Optimizer without, or the stub of it or "
-      "of the DistributedOptimizer where none of its parameters is trainable), driven as the "
+      "Float16OptimizerWithFloat16Params with bf16, or fp16 and its loss scaler, FP32Optimizer "
+      "without, or the stub of it or of the DistributedOptimizer where none of its parameters is "
+      "trainable), driven as the "
       "trainer drives it (steps; a distributed checkpoint; a fresh rank that loads the weights "
       "and the optimizer state, or the weights only and calls `reload_model_params`; more "
       "steps): no call raises, the chain is the one the options ask for, a save changes no "

@@ -2,15 +2,16 @@
 
 Only the modules in REAL_MODULES execute. Their parent packages are registered empty (their
 `__init__` never runs), Transformer Engine and Apex are hidden (ImportError, so Megatron takes its
-torch.optim paths), and every other `megatron.*` module is a placeholder whose names are classes
-that raise when called or instantiated: an unexpected path fails loudly instead of running code
-the worker does not mean to run. From tensor_parallel/layers.py only the attribute-copying helpers
-the shard builder calls are taken: copy_tensor_model_parallel_attributes (and the table it reads)
-and, where the tree has it, copy_gtp_attributes. The dist_checkpointing package runs from the
-tree whole, its `__init__` and its save and load (serialization.py, strategies/) included: on
-PyTorch 2.11 every module of it imports on a CPU machine (what it imports from outside it, such as
-main d98e8a64's models.hybrid in gpt_checkpoint_interop.py, is a placeholder as anywhere else).
-Its torch_dist writer needs psutil when it saves.
+torch.optim paths; a case with Transformer Engine runs optimizer.py's TE import block again with
+the stand-in importable, TE_IMPORT_BLOCKS), and every other `megatron.*` module is a placeholder
+whose names are classes that raise when called or instantiated: an unexpected path fails loudly
+instead of running code the worker does not mean to run. From tensor_parallel/layers.py only the
+attribute-copying helpers the shard builder calls are taken: copy_tensor_model_parallel_attributes
+(and the table it reads) and, where the tree has it, copy_gtp_attributes. The dist_checkpointing
+package runs from the tree whole, its `__init__` and its save and load (serialization.py,
+strategies/) included: on PyTorch 2.11 every module of it imports on a CPU machine (what it imports
+from outside it, such as main d98e8a64's models.hybrid in gpt_checkpoint_interop.py, is a
+placeholder as anywhere else). Its torch_dist writer needs psutil when it saves.
 Training mode loads Megatron's DistributedDataParallel on its first case
 (Megatron.training_classes): its modules, MegatronModule (added to transformer/module.py's module
 with the imports it names) and transformer/cuda_graphs.py's is_graph_capturing, loaded alone.
@@ -24,6 +25,7 @@ import inspect
 import os
 import sys
 import types
+import warnings
 
 import te_stand_in
 
@@ -109,8 +111,11 @@ TE_MODULES = ("transformer_engine", "transformer_engine.pytorch",
 STAND_INS = [
     "Transformer Engine and Apex: hidden (ImportError) while the tree loads, so its modules take "
     "their torch paths at import (multi-tensor copies and norms: Megatron's local_multi_tensor_* "
-    "fallbacks; fp8_utils without TE); megatron.* modules outside the optimizer path are "
-    "placeholders that raise when used",
+    "fallbacks; fp8_utils without TE); in cases with transformer_engine the import block of "
+    "optimizer/optimizer.py runs again with TE importable and binds the stand-in's "
+    "multi_tensor_applier and multi_tensor_scale (te_stand_in.py); clip_grads.py keeps the "
+    "fallbacks (the stand-in serves no multi_tensor_l2norm); megatron.* modules outside the "
+    "optimizer path are placeholders that raise when used",
     "Transformer Engine's FusedAdam: in cases with transformer_engine (the hybrid optimizer's "
     "accelerator side, the precision-aware optimizer) a stand-in written from TE's FusedAdam and "
     "its AdamW kernels (sim/megatron/te_stand_in.py, version " + te_stand_in.VERSION + "), "
@@ -280,6 +285,8 @@ def _make_te_module(module):
         module.__version__ = te_stand_in.VERSION
     if module.__name__ == TE_MODULES[-1]:
         module.FusedAdam = te_stand_in.FusedAdam
+        module.multi_tensor_applier = te_stand_in.multi_tensor_applier
+        module.multi_tensor_scale = te_stand_in.multi_tensor_scale
         module.FusedSGD = placeholder("transformer_engine.pytorch.optimizers.FusedSGD",
                                       module.__name__)
 
@@ -339,12 +346,17 @@ class Megatron:
         self._training = None  # (DistributedDataParallel, ProcessGroupCollection), once loaded
         self.without_te = {(owner, name): getattr(getattr(self, owner), name, None)
                            for owner, name in WITH_TE}
+        self.te_blocks = []  # (module, code, names) of TE_IMPORT_BLOCKS
+        for name, relative in TE_IMPORT_BLOCKS.items():
+            block = _te_import_block(os.path.join(self.core, relative))
+            if block is not None:
+                self.te_blocks.append((sys.modules[name], *block))
 
     def use_transformer_engine(self, on):
         """Makes the optimizer path see Transformer Engine (the FusedAdam stand-in) or not: the
         names its modules bound at import as they bind them with TE installed, the TE modules
-        importable (OptimizerConfig and get_te_version import them when called), and
-        get_te_version's cache cleared."""
+        importable (OptimizerConfig and get_te_version import them when called), the import
+        blocks of TE_IMPORT_BLOCKS run again, and get_te_version's cache cleared."""
         if on == self.transformer_engine:
             return
         for (owner, name), value in WITH_TE.items():
@@ -357,6 +369,12 @@ class Megatron:
         for name in TE_MODULES:
             sys.modules.pop(name, None)
         self.utils._te_version = None
+        for module, code, names in self.te_blocks:
+            for name in names:
+                module.__dict__.pop(name, None)
+            with warnings.catch_warnings():  # the fallback's "TE and Apex are not installed"
+                warnings.simplefilter("ignore")
+                exec(code, module.__dict__)
         self.transformer_engine = on
 
     def training_classes(self):
@@ -397,6 +415,29 @@ class Megatron:
         self.OptimizerConfig = getattr(config, "OptimizerConfig", None)
         self.DistributedDataParallelConfig = getattr(ddp_config, "DistributedDataParallelConfig",
                                                      None)
+
+
+# The modules whose import block binds Transformer Engine's multi-tensor kernels (`try: from
+# transformer_engine.pytorch.optimizers import ...`): a case that turns TE on or off runs the
+# tree's own block again, with the names it binds in any branch dropped first, so that they are
+# what that import binds with TE installed or without it (module name -> file under core).
+TE_IMPORT_BLOCKS = {"megatron.core.optimizer.optimizer": "optimizer/optimizer.py"}
+
+
+def _te_import_block(file):
+    """The first top-level try statement of `file` that imports from Transformer Engine,
+    compiled, and every name it binds in any branch; None where the file has none."""
+    with open(file) as f:
+        tree = ast.parse(f.read(), filename=file)
+    for node in tree.body:
+        first = node.body[0] if isinstance(node, ast.Try) and node.body else None
+        if isinstance(first, ast.ImportFrom) and (first.module or "").startswith(
+                "transformer_engine"):
+            names = set()
+            for inner in ast.walk(node):
+                names |= _imports(inner) | _defines(inner)
+            return compile(ast.Module(body=[node], type_ignores=[]), file, "exec"), names
+    return None
 
 
 # The names the optimizer modules bind, at import, to TE's FusedAdam or to flags saying TE is

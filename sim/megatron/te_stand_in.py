@@ -1,5 +1,5 @@
-"""A stand-in for Transformer Engine's FusedAdam, for cases that run with Transformer Engine on a
-machine that has none (TE needs CUDA and its own build).
+"""A stand-in for Transformer Engine's FusedAdam and its multi-tensor scale, for cases that run
+with Transformer Engine on a machine that has none (TE needs CUDA and its own build).
 
 It is written from TE's FusedAdam (transformer_engine/pytorch/optimizers/fused_adam.py), the
 multi-tensor launch that checks its tensor lists (multi_tensor_apply.cuh) and its AdamW-mode
@@ -426,3 +426,49 @@ def multi_tensor_adam(tensor_lists, lr, beta1, beta2, eps, step, bias_correction
             split_remainder(target, p, master)
         elif target is not p:
             p.copy_(target)
+
+
+# ---- TE's multi-tensor scale (transformer_engine.pytorch.optimizers) ----
+#
+# Contract, from TE's multi_tensor_applier and its scale kernel (multi_tensor_scale.cu, the
+# ScaleFunctor of Apex's amp_C that TE carries):
+# - multi_tensor_applier(op, noop_flag, tensor_lists, *args) calls op(chunk_size, noop_flag,
+#   tensor_lists, *args), TE's chunk size 2048 * 32. Same.
+# - multi_tensor_scale over two lists (inputs, outputs) of equal length, every tensor CUDA and
+#   contiguous, each output as many elements as its input, dtypes fp32, fp16 or bf16: each
+#   output element is the input's, widened to fp32, times the fp32 scale, rounded to the
+#   output's dtype; where an input element is not finite the kernel sets noop_flag to 1 (and
+#   still writes). TE raises on lists that do not fit. The stand-in computes the same values
+#   with torch's fp32 multiply and its round-to-nearest-even copy, synchronously, unchunked.
+# - What the stand-in serves of TE's optimizers module besides FusedAdam: these two. Not
+#   multi_tensor_l2norm nor multi_tensor_scale_tensor, so an import of those (clip_grads.py's
+#   block) fails as without TE and takes Megatron's local fallback.
+CHUNK_SIZE = 2048 * 32
+
+
+def multi_tensor_applier(op, noop_flag, tensor_lists, *args):
+    return op(CHUNK_SIZE, noop_flag, tensor_lists, *args)
+
+
+def _check_scale_lists(tensor_lists):
+    if len(tensor_lists) != 2 or len(tensor_lists[0]) != len(tensor_lists[1]):
+        raise RuntimeError("multi_tensor_scale takes two tensor lists of equal length")
+    for src, dst in zip(*tensor_lists):
+        for t in (src, dst):
+            if not t.is_cuda or not t.is_contiguous():
+                raise RuntimeError("multi_tensor_scale takes contiguous CUDA tensors only")
+            if t.dtype not in KERNEL_DTYPES:
+                raise RuntimeError(f"multi_tensor_scale takes {KERNEL_DTYPES}, not {t.dtype}")
+        if src.numel() != dst.numel():
+            raise RuntimeError(f"multi_tensor_scale: {src.numel()} elements in, "
+                               f"{dst.numel()} out")
+
+
+def multi_tensor_scale(chunk_size, noop_flag, tensor_lists, scale):
+    _check_scale_lists(tensor_lists)
+    factor = _f32(scale)
+    for src, dst in zip(*tensor_lists):
+        wide = src.float()
+        if not bool(torch.isfinite(wide).all()):
+            noop_flag.fill_(1)
+        dst.copy_((wide * factor).view(dst.shape))

@@ -2,9 +2,9 @@
 
     $(scripts/python-env) sim/megatron/test_stand_ins.py
 
-One or more checks per stand-in: Transformer Engine's FusedAdam (te_stand_in.py), CUDA tensors,
-pinned host memory, CUDA streams and events (devices.py), and the process-group stand-ins
-(rank.py). Each contract is written in its stand-in's docstring. Prints "ok NAME" per check and
+One or more checks per stand-in: Transformer Engine's FusedAdam and multi-tensor scale
+(te_stand_in.py), CUDA tensors, pinned host memory, CUDA streams and events (devices.py), and the
+process-group stand-ins (rank.py, wrappers.py). Each contract is written in its stand-in's docstring. Prints "ok NAME" per check and
 a count; exits 0 when every check holds.
 """
 
@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import devices  # noqa: E402
 import rank  # noqa: E402
 import te_stand_in  # noqa: E402
+import wrappers  # noqa: E402
 from te_stand_in import FusedAdam, StandInRefused  # noqa: E402
 
 devices.install_cuda_stand_in()
@@ -214,6 +215,39 @@ def check_grad_stats_group_refuses_by_name_what_it_cannot_simulate():
     raises(lambda: reduce(zeros(3), op=MAX, group=group), StandInRefused, "MAX")
     raises(lambda: reduce(zeros(1), op=MAX, group=group, async_op=True), StandInRefused,
            "async_op")
+
+
+def check_one_rank_group_leaves_the_tensor_and_refuses_what_nccl_refuses():
+    group, reduce = wrappers.OneRankGroup(), torch.distributed.all_reduce
+    assert (group.size(), group.rank()) == (1, 0)
+    t = torch.tensor([2.5, -1.0], device="cuda")
+    for op in (torch.distributed.ReduceOp.SUM, torch.distributed.ReduceOp.MAX):
+        reduce(t, op=op, group=group)
+        assert t.tolist() == [2.5, -1.0], t
+    refused_as_the_real_component(lambda: reduce(torch.zeros(1), group=group), "CUDA")
+    refused_as_the_real_component(lambda: reduce(zeros(4)[::2], group=group), "contiguous")
+
+
+def check_multi_tensor_scale_computes_in_fp32_and_flags_non_finite_inputs():
+    flag = torch.zeros(1, dtype=torch.int, device="cuda")
+    src = torch.tensor([1.5, -2.25, 3.0], dtype=torch.float16, device="cuda")
+    dst = torch.zeros(3, dtype=torch.bfloat16, device="cuda")
+    te_stand_in.multi_tensor_applier(te_stand_in.multi_tensor_scale, flag, [[src], [dst]], 0.1)
+    want = (src.float() * torch.tensor(0.1, dtype=torch.float32)).to(torch.bfloat16)
+    assert torch.equal(dst, want) and flag.item() == 0, (dst, want, flag)
+    src[1] = float("inf")
+    te_stand_in.multi_tensor_scale(te_stand_in.CHUNK_SIZE, flag, [[src], [dst]], 1.0)
+    assert flag.item() == 1 and dst[0].item() == 1.5, (dst, flag)
+
+
+def check_multi_tensor_scale_refuses_what_te_refuses():
+    flag, scale = torch.zeros(1, dtype=torch.int, device="cuda"), te_stand_in.multi_tensor_scale
+    a = zeros(2)
+    refused_as_the_real_component(lambda: scale(1, flag, [[a], []], 1.0), "equal length")
+    refused_as_the_real_component(lambda: scale(1, flag, [[a], [torch.zeros(2)]], 1.0), "CUDA")
+    refused_as_the_real_component(lambda: scale(1, flag, [[a], [zeros(3)]], 1.0), "elements")
+    ints = torch.zeros(2, dtype=torch.int, device="cuda")
+    refused_as_the_real_component(lambda: scale(1, flag, [[ints], [a]], 1.0), "takes")
 
 
 CHECKS = [value for name, value in list(globals().items()) if name.startswith("check_")]

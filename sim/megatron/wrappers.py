@@ -4,8 +4,9 @@ trainer drives them: what the worker's `wrapper_lifecycle` op serves (sim/rig/wr
 `get_megatron_optimizer` builds, through `_get_megatron_optimizer_based_on_param_groups`, one
 optimizer for the dense parameters (a stub where none is trainable: a frozen pipeline stage) and,
 where expert parameters are trainable, one for them, and chains them (ChainedOptimizer, always,
-even over one). Each wraps the inner optimizer in Float16OptimizerWithFloat16Params (bf16 without
-the distributed optimizer) or FP32Optimizer (neither bf16 nor fp16); a stub is of the wrapper the
+even over one). Each wraps the inner optimizer in Float16OptimizerWithFloat16Params (bf16, or fp16
+with the dynamic loss scaler the factory gives it, without the distributed optimizer) or
+FP32Optimizer (neither bf16 nor fp16); a stub is of the wrapper the
 options ask for, the DistributedOptimizer's included. The trainer steps the chain; saves a
 distributed checkpoint (the model's sharded state dict and, unless the chain is a stub, the
 chain's); and a fresh rank resumes from it: the weights loaded, then the optimizer state
@@ -15,8 +16,9 @@ chain's); and a fresh rank resumes from it: the weights loaded, then the optimiz
 One rank holds whole parameters (a non-distributed optimizer shards nothing), their main_grad an
 fp32 tensor of the parameter's shape that the caller fills before each step (DDP's grad buffer
 with grad_reduce_in_fp32). The model-parallel groups (the grad statistics' groups) have one
-member (OneRankGroup). Without a loss scaler or clipping the only collective is the chain's
-grad-norm all-reduce, which over one member leaves the tensor as it is.
+member (OneRankGroup). Without clipping the only collectives are the chain's grad-norm
+all-reduce and, with fp16, the loss scaler's found-inf all-reduce, which over one member leave
+the tensor as it is.
 """
 
 import types
@@ -80,11 +82,12 @@ class WrapperRank:
         return param
 
     def _config(self):
+        """The options: fp16 brings the factory's dynamic loss scaler (its defaults)."""
         wrapper = self.request["wrapper"]
         return self.megatron.OptimizerConfig(
-            optimizer="adam", lr=INNER_LR, weight_decay=WEIGHT_DECAY, clip_grad=0.0, fp16=False,
-            bf16=wrapper != "fp32", decoupled_weight_decay=True,
-            use_distributed_optimizer=wrapper == "distributed")
+            optimizer="adam", lr=INNER_LR, weight_decay=WEIGHT_DECAY, clip_grad=0.0,
+            fp16=wrapper == "fp16", bf16=wrapper in ("float16", "distributed"),
+            decoupled_weight_decay=True, use_distributed_optimizer=wrapper == "distributed")
 
     def _build(self):
         """The chain get_megatron_optimizer builds: the dense optimizer always (no param groups,

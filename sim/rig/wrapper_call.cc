@@ -12,11 +12,16 @@ std::vector<std::vector<float>> values_of(const json& lists) {
   return out;
 }
 
+const char* dtype_of(Wrapper w, const WrapperParam& p) {
+  if (!p.half) return "fp32";
+  return w == Wrapper::kFp16 ? "fp16" : "bf16";
+}
+
 json request_of(const WrapperCall& call) {
   json params = json::array(), initial = json::array(), grads = json::array();
   for (const WrapperParam& p : call.params) {
     params.push_back(
-        {{"dtype", p.bf16 ? "bf16" : "fp32"}, {"shape", p.shape}, {"is_expert", p.expert}});
+        {{"dtype", dtype_of(call.wrapper, p)}, {"shape", p.shape}, {"is_expert", p.expert}});
     initial.push_back(to_bits(p.initial));
   }
   for (const auto& step : call.grads) {
@@ -41,6 +46,8 @@ const char* wrapper_name(Wrapper w) {
   switch (w) {
     case Wrapper::kFloat16:
       return "float16";
+    case Wrapper::kFp16:
+      return "fp16";
     case Wrapper::kFp32:
       return "fp32";
     case Wrapper::kDistributed:
@@ -74,7 +81,7 @@ void showValue(const WrapperCall& call, std::ostream& os) {
      << (call.load_optimizer ? "the optimizer state" : "the weights only");
   for (size_t i = 0; i < call.params.size(); ++i) {
     const WrapperParam& p = call.params[i];
-    os << "\n  p" << i << ": " << (p.bf16 ? "bf16" : "fp32") << "[";
+    os << "\n  p" << i << ": " << dtype_of(call.wrapper, p) << "[";
     for (size_t d = 0; d < p.shape.size(); ++d) os << (d == 0 ? "" : "x") << p.shape[d];
     os << "]" << (p.expert ? " expert" : "");
   }

@@ -2,9 +2,9 @@
 // Megatron code as the trainer drives them (the worker's `wrapper_lifecycle` op,
 // sim/megatron/wrappers.py): the ChainedOptimizer get_megatron_optimizer returns, over the dense
 // parameters' optimizer and, where expert parameters are trainable, theirs; each
-// Float16OptimizerWithFloat16Params (bf16 without the distributed optimizer) or FP32Optimizer
-// (neither bf16 nor fp16), or the stub the factory builds of either or of the
-// DistributedOptimizer where none of its parameters is trainable. The port has none of them:
+// Float16OptimizerWithFloat16Params (bf16, or fp16 with its loss scaler, without the distributed
+// optimizer) or FP32Optimizer (neither bf16 nor fp16), or the stub the factory builds of either or
+// of the DistributedOptimizer where none of its parameters is trainable. The port has none of them:
 // this seam has a real-code side only.
 #pragma once
 
@@ -18,14 +18,15 @@
 
 namespace sc::rig {
 
-// What the trainer's options ask the factory for.
-enum class Wrapper { kFloat16, kFp32, kDistributed };
+// What the trainer's options ask the factory for: bf16 or fp16 (with its dynamic loss scaler)
+// without the distributed optimizer, neither, or the distributed optimizer (on a frozen rank).
+enum class Wrapper { kFloat16, kFp16, kFp32, kDistributed };
 
 struct WrapperParam {
-  bool bf16 = false;           // else fp32
+  bool half = false;           // 16-bit: fp16 under kFp16, else bf16; otherwise fp32
   bool expert = false;         // an expert parameter: the experts' optimizer holds it
   std::vector<int64_t> shape;  // one or two dimensions
-  std::vector<float> initial;  // its values (rounded to bf16 by the worker where bf16)
+  std::vector<float> initial;  // its values (rounded to its dtype by the worker)
 };
 
 struct WrapperCall {
