@@ -115,7 +115,7 @@ rc::Gen<rig::WrapperCall> wrapper_lifecycle_call() {
                                                               {1, rig::Wrapper::kDistributed}}));
     // The distributed optimizer's trainable ranks are the other properties' subject.
     call.frozen = call.wrapper == rig::Wrapper::kDistributed || *one_in(3);
-    call.transformer_engine = *one_in(4);
+    call.transformer_engine = *one_in(2);  // as most training runs: TE installed
     const size_t n = *rc::gen::inRange<size_t>(1, 4);
     const bool half = call.wrapper != rig::Wrapper::kFp32;
     const bool moe = *one_in(3);  // a model with experts: their own optimizer in the chain
