@@ -116,9 +116,9 @@ rc::Gen<rig::WrapperCall> wrapper_lifecycle_call() {
     // The distributed optimizer's trainable ranks are the other properties' subject.
     call.frozen = call.wrapper == rig::Wrapper::kDistributed || *one_in(3);
     call.transformer_engine = *one_in(2);  // as most training runs: TE installed
-    const size_t n = *rc::gen::inRange<size_t>(1, 4);
+    const size_t n = *rc::gen::inRange<size_t>(1, 5);
     const bool half = call.wrapper != rig::Wrapper::kFp32;
-    const bool moe = *one_in(3);  // a model with experts: their own optimizer in the chain
+    const bool moe = *one_in(2);  // a model with experts: their own optimizer in the chain
     call.params = *rc::gen::container<std::vector<rig::WrapperParam>>(n, wrapper_param(half, moe));
     const size_t steps = *rc::gen::inRange<size_t>(1, 4);
     call.grads = *wrapper_grads(call.params, steps);
