@@ -223,7 +223,7 @@ Property wrapper_lifecycle_property() {
   p.not_on_port =
       "the port has no non-distributed optimizer, no stub and no chain: it drives real Megatron "
       "code only";
-  p.history_killers = {"G02", "G07"};
+  p.history_killers = {"G01", "G02", "G07"};
   return p;
 }
 
