@@ -5,7 +5,7 @@
 
 #include <rapidcheck.h>
 
-#include "properties/registry.h"
+#include "properties/property.h"
 #include "sim/port/behaviour.h"
 #include "sim/rig/wrapper_call.h"
 
