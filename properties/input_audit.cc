@@ -108,7 +108,7 @@ void add_params(std::vector<InputDimension>& out) {
                  "a rank whose parameters are all frozen (requires_grad False): the stub the "
                  "factory builds of Float16OptimizerWithFloat16Params, FP32Optimizer or the "
                  "DistributedOptimizer",
-                 "wrapper_lifecycle_call", [] { return (*wrapper_lifecycle_call()).frozen; }, 0.3,
+                 "wrapper_lifecycle_call", [] { return (*wrapper_lifecycle_call()).frozen; }, 0.25,
                  ""});
   out.push_back(not_drawn(k, "a frozen parameter beside trainable ones on one rank",
                           "Megatron leaves a frozen parameter out of DDP's buffers and out of "
@@ -253,42 +253,60 @@ void add_checkpoints(std::vector<InputDimension>& out) {
                           "never met"));
 }
 
-void add_wrappers_and_devices(std::vector<InputDimension>& out) {
+void add_wrappers(std::vector<InputDimension>& out) {
   const std::string k = "wrapper";
   out.push_back({k,
                  "ChainedOptimizer over the dense and the experts' non-distributed optimizers, "
                  "as get_megatron_optimizer chains them",
                  "wrapper_lifecycle_call",
-                 [] { return has_expert_optimizer(*wrapper_lifecycle_call()); }, 0.08, ""});
+                 [] {
+                   const rig::WrapperCall call = *wrapper_lifecycle_call();
+                   return has_expert_optimizer(call) && !has_distributed_chain_with_experts(call);
+                 },
+                 0.08, ""});
   out.push_back({k,
                  "a chain whose dense optimizer is a stub beside trainable experts (every dense "
                  "parameter of the rank frozen, or none there)",
                  "wrapper_lifecycle_call",
                  [] { return has_dense_stub_beside_experts(*wrapper_lifecycle_call()); }, 0.02,
                  ""});
-  out.push_back(not_drawn(k,
-                          "ChainedOptimizer over the dense and the experts' distributed "
-                          "optimizers",
-                          "the worker builds each distributed optimizer instance of a case on "
-                          "buffers of its own and drives it alone, where Megatron's chain shares "
-                          "one DDP chunk between them; it hides G11 and G14"));
+  out.push_back({k,
+                 "ChainedOptimizer over the dense and the experts' distributed optimizers, "
+                 "sharing one DDP chunk",
+                 "wrapper_lifecycle_call",
+                 [] { return has_distributed_chain_with_experts(*wrapper_lifecycle_call()); },
+                 0.08, ""});
   out.push_back({k,
                  "Float16OptimizerWithFloat16Params and FP32Optimizer "
                  "(use_distributed_optimizer off), stepped, saved and resumed",
                  "wrapper_lifecycle_call",
                  [] { return (*wrapper_lifecycle_call()).wrapper != rig::Wrapper::kDistributed; },
-                 0.6, ""});
+                 0.55, ""});
   out.push_back({k,
                  "a resume with the weights only (--finetune, --no-load-optim) and "
                  "reload_model_params on a non-distributed or stub optimizer",
                  "wrapper_lifecycle_call",
-                 [] { return !(*wrapper_lifecycle_call()).load_optimizer; }, 0.3, ""});
+                 [] { return (*wrapper_lifecycle_call()).resume == rig::Resume::kWeights; },
+                 0.25, ""});
+  out.push_back({k,
+                 "a resume with the main params from the checkpoint "
+                 "(--load-main-params-from-ckpt: reload_model_params(state_dict)) of an fp32 "
+                 "checkpoint, with the distributed optimizer (the other wrappers refuse it)",
+                 "wrapper_lifecycle_call",
+                 [] {
+                   return (*wrapper_lifecycle_call()).resume ==
+                          rig::Resume::kMainParamsFromCheckpoint;
+                 },
+                 0.08, ""});
   out.push_back(not_drawn(k, "LayerWiseDistributedOptimizer (Muon's layer-wise path)",
                           "never built: it needs the emerging-optimizers package and "
                           "overlap_param_gather; it hides G13"));
   out.push_back(not_drawn(k, "HybridDeviceOptimizer built directly by another training stack",
                           "against real code the hybrid optimizer is reached through the "
                           "distributed optimizer only (HybridOptimizerDirect.* runs on the port)"));
+}
+
+void add_devices(std::vector<InputDimension>& out) {
   const std::string d = "device layer";
   out.push_back(not_drawn(d, "CUDA streams out of program order, pinned host memory",
                           "on a CPU machine the worker's streams run in program order and pin "
@@ -326,7 +344,8 @@ const std::vector<InputDimension>& input_dimensions() {
     add_steps(out);
     add_groups_and_configuration(out);
     add_checkpoints(out);
-    add_wrappers_and_devices(out);
+    add_wrappers(out);
+    add_devices(out);
     return out;
   }();
   return kAll;

@@ -105,6 +105,28 @@ std::string first_difference(const Values& got, const Values& want) {
 
 }  // namespace
 
+namespace {
+
+// How the trainer resumes, and after how many steps the checkpoint was saved: the optimizer
+// state only after a step (a checkpoint saved before the first holds none, and Megatron's strict
+// load refuses it); the main params from the checkpoint with the distributed optimizer only (the
+// other wrappers refuse reload_model_params(state_dict): "Initialize main params from state dict
+// is not supported"), the fp32 checkpoint saved after a step (before one it holds the drawn
+// initial values, which 16 bits hold exactly, and the main params could not tell).
+void draw_resume(rig::WrapperCall& call, size_t steps) {
+  const bool from_checkpoint =
+      call.wrapper == rig::Wrapper::kDistributed && !call.frozen && *one_in(2);
+  call.save_after = *rc::gen::inRange<int>(from_checkpoint ? 1 : 0, static_cast<int>(steps) + 1);
+  if (from_checkpoint) {
+    call.resume = rig::Resume::kMainParamsFromCheckpoint;
+  } else {
+    call.resume =
+        call.save_after > 0 && !*one_in(3) ? rig::Resume::kOptimizer : rig::Resume::kWeights;
+  }
+}
+
+}  // namespace
+
 rc::Gen<rig::WrapperCall> wrapper_lifecycle_call() {
   return rc::gen::exec([] {
     rig::WrapperCall call;
@@ -112,18 +134,19 @@ rc::Gen<rig::WrapperCall> wrapper_lifecycle_call() {
         rc::kNominalSize, gen::weighted_choice<rig::Wrapper>({{3, rig::Wrapper::kFloat16},
                                                               {2, rig::Wrapper::kFp16},
                                                               {2, rig::Wrapper::kFp32},
-                                                              {1, rig::Wrapper::kDistributed}}));
-    // The distributed optimizer's trainable ranks are the other properties' subject.
-    call.frozen = call.wrapper == rig::Wrapper::kDistributed || *one_in(3);
+                                                              {4, rig::Wrapper::kDistributed}}));
+    const bool distributed = call.wrapper == rig::Wrapper::kDistributed;
+    call.frozen = *one_in(distributed ? 4 : 3);
     call.transformer_engine = *one_in(2);  // as most training runs: TE installed
     const size_t n = *rc::gen::inRange<size_t>(1, 5);
     const bool half = call.wrapper != rig::Wrapper::kFp32;
-    const bool moe = *one_in(2);  // a model with experts: their own optimizer in the chain
+    // A model with experts: their own optimizer in the chain, over the one DDP chunk with the
+    // distributed optimizer.
+    const bool moe = distributed ? !*one_in(4) : *one_in(2);
     call.params = *rc::gen::container<std::vector<rig::WrapperParam>>(n, wrapper_param(half, moe));
     const size_t steps = *rc::gen::inRange<size_t>(1, 4);
     call.grads = *wrapper_grads(call.params, steps);
-    call.save_after = *rc::gen::inRange<int>(0, static_cast<int>(steps) + 1);
-    call.load_optimizer = call.save_after > 0 && !*one_in(3);
+    draw_resume(call, steps);
     return call;
   });
 }
@@ -157,18 +180,36 @@ std::string chain_text(const std::vector<std::string>& optimizers, const std::ve
   return out + "]";
 }
 
+const char* resumed_with(rig::Resume r) {
+  switch (r) {
+    case rig::Resume::kOptimizer:
+      return "the optimizer state, it differs from no interruption: ";
+    case rig::Resume::kWeights:
+      return "the weights only, it differs from a fresh optimizer: ";
+    case rig::Resume::kMainParamsFromCheckpoint:
+      return "the main params of an fp32 checkpoint, a main param after the reload is not the "
+             "checkpoint's: ";
+  }
+  return "?";
+}
+
 void check_values(const std::string& what, const rig::WrapperCall& call,
                   const rig::WrapperOutcome& got, const sut::Behaviour& b) {
-  const std::string resumed = first_difference(got.resumed, got.reference);
-  if (!resumed.empty()) {
-    check(what + ": resumed with " +
-              (call.load_optimizer ? "the optimizer state, it differs from no interruption: "
-                                   : "the weights only, it differs from a fresh optimizer: ") +
-              resumed,
-          b);
+  std::string resumed;
+  if (call.resume == rig::Resume::kMainParamsFromCheckpoint) {
+    if (!got.main_after_reload || !got.checkpoint_weights) {
+      check(what + ": the reply has no main params after the reload", b);
+      return;
+    }
+    resumed = first_difference(*got.main_after_reload, *got.checkpoint_weights);
+  } else if (got.reference) {
+    resumed = first_difference(got.resumed, *got.reference);
+  } else {
+    check(what + ": the reply has no reference run", b);
   }
-  if (call.frozen) {
-    const std::string moved = first_difference(got.uninterrupted, got.reference);
+  if (!resumed.empty()) check(what + ": resumed with " + resumed_with(call.resume) + resumed, b);
+  if (call.frozen && got.reference) {
+    const std::string moved = first_difference(got.uninterrupted, *got.reference);
     if (!moved.empty()) check(what + ": a frozen parameter changed: " + moved, b);
   }
 }
@@ -177,6 +218,10 @@ void check_values(const std::string& what, const rig::WrapperCall& call,
 
 bool has_expert_optimizer(const rig::WrapperCall& call) {
   return chain_of(call).optimizers.size() == 2;
+}
+
+bool has_distributed_chain_with_experts(const rig::WrapperCall& call) {
+  return call.wrapper == rig::Wrapper::kDistributed && has_expert_optimizer(call);
 }
 
 bool has_dense_stub_beside_experts(const rig::WrapperCall& call) {
@@ -202,16 +247,18 @@ Property wrapper_lifecycle_property() {
   Property p;
   p.name = "OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption";
   p.claim =
-      "the ChainedOptimizer Megatron's factory builds without the distributed optimizer (over "
-      "the dense parameters' optimizer and, where expert parameters are trainable, theirs; each "
-      "Float16OptimizerWithFloat16Params with bf16, or fp16 and its loss scaler, FP32Optimizer "
-      "without, or the stub of it or of the DistributedOptimizer where none of its parameters is "
-      "trainable), driven as the "
-      "trainer drives it (steps; a distributed checkpoint; a fresh rank that loads the weights "
-      "and the optimizer state, or the weights only and calls `reload_model_params`; more "
-      "steps): no call raises, the chain is the one the options ask for, a save changes no "
-      "param group, the resumed run equals no interruption (or, weights only, a fresh optimizer "
-      "from the saved weights) bit for bit, and a frozen rank's parameters never change";
+      "the ChainedOptimizer Megatron's factory builds (over the dense parameters' optimizer and, "
+      "where expert parameters are trainable, theirs; each Float16OptimizerWithFloat16Params "
+      "with bf16, or fp16 and its loss scaler, FP32Optimizer without, the DistributedOptimizer "
+      "over the model's one DDP chunk, or the stub of any of them where none of its parameters "
+      "is trainable), driven as the trainer drives it (steps; a distributed checkpoint; a fresh "
+      "rank that loads the weights and the optimizer state, or the weights only and calls "
+      "`reload_model_params`, or, with the distributed optimizer, the weights of an fp32 "
+      "checkpoint and `reload_model_params(state_dict)`; more steps): no call raises, the chain "
+      "is the one the options ask for, a save changes no param group, the resumed run equals no "
+      "interruption (or, weights only, a fresh optimizer from the saved weights) bit for bit, "
+      "main params reloaded from a checkpoint are the checkpoint's values bit for bit, and a "
+      "frozen rank's parameters never change";
   p.body = [](const sut::Behaviour& b) {
     run_wrapper_lifecycle_property(*wrapper_lifecycle_call(), b);
   };
@@ -221,8 +268,8 @@ Property wrapper_lifecycle_property() {
     run_wrapper_lifecycle_property(call, b);
   };
   p.not_on_port =
-      "the port has no non-distributed optimizer, no stub and no chain: it drives real Megatron "
-      "code only";
+      "the port has no non-distributed optimizer, no stub, no chain and no DDP module: it drives "
+      "real Megatron code only";
   p.history_killers = {"G01", "G02", "G07"};
   return p;
 }

@@ -20,6 +20,8 @@ rc::Gen<rig::WrapperCall> wrapper_lifecycle_call();
 // that dense one is then a stub.
 bool has_expert_optimizer(const rig::WrapperCall& call);
 bool has_dense_stub_beside_experts(const rig::WrapperCall& call);
+// The dense and the experts' DistributedOptimizer chained over one DDP chunk.
+bool has_distributed_chain_with_experts(const rig::WrapperCall& call);
 
 // The claim of OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption on `call`, against the
 // tree of SC_MEGATRON_TREE: no call raises; the factory builds the class the options ask for, a

@@ -214,6 +214,14 @@ def load_weights(rank, saved):
     _lay_pieces(rank, saved.pieces)
 
 
+def model_weights(saved):
+    """The model's weights in `saved` of whole parameters, by parameter name: what the trainer's
+    loaded state dict holds under "model" (the checkpoint's dtype, not the model's)."""
+    return {key[len("model."):]: _copied(data)
+            for (key, offset), data in sorted(saved.shards.items())
+            if key.startswith("model.") and not any(offset)}
+
+
 def load(rank, saved):
     """Resumes `rank` (freshly built) from `saved`, as load_checkpoint does."""
     _loadable(rank, saved)

@@ -616,43 +616,8 @@ def check_time_steps(worker):
     assert worker("drop", handle=71)["ok"]
 
 
-def lifecycle(wrapper, dtypes, frozen=False, save_after=1, load_optimizer=True):
-    """A wrapper_lifecycle request over one parameter of each dtype, three steps."""
-    params = [{"dtype": d, "shape": [2, 2] if k else [3]} for k, d in enumerate(dtypes)]
-    initial = [bits([0.5 * (k + 1) + i / 8 for i in range(4 if k else 3)], DTYPES[d])
-               for k, d in enumerate(dtypes)]
-    grads = [[bits([(s + 1) / 16 - i / 32 for i in range(4 if k else 3)])
-              for k in range(len(dtypes))] for s in range(3)]
-    return {"wrapper": wrapper, "frozen": frozen, "transformer_engine": False,
-            "params": params, "initial": initial, "grads": grads, "save_after": save_after,
-            "load_optimizer": load_optimizer}
-
-
-def check_wrapper_lifecycle(worker):
-    """wrapper_lifecycle: the factory's non-distributed optimizers resume as no interruption and
-    move their parameters; a frozen rank's stubs move none; a checkpoint saved before the first
-    step holds no optimizer state, so a resume that loads one is refused, as a strict load is."""
-    request = lifecycle("float16", ["bf16", "fp32"])
-    reply = worker("wrapper_lifecycle", **request)
-    assert reply["ok"] and reply["optimizers"] == ["Float16OptimizerWithFloat16Params"], reply
-    assert reply["stubs"] == [False] and reply["resumed"] == reply["reference"], reply
-    assert reply["save_changed"] is None, reply
-    assert reply["reference"] == reply["uninterrupted"] != request["initial"], reply
-    reply = worker("wrapper_lifecycle", **lifecycle("fp32", ["fp32"], save_after=0,
-                                                    load_optimizer=False))
-    assert reply["ok"] and reply["optimizers"] == ["FP32Optimizer"], reply
-    assert reply["resumed"] == reply["reference"] == reply["uninterrupted"], reply
-    for wrapper in ("float16", "distributed"):
-        request = lifecycle(wrapper, ["bf16"], frozen=True, load_optimizer=False)
-        reply = worker("wrapper_lifecycle", **request)
-        assert reply["ok"] and reply["stubs"] == [True], reply
-        assert reply["uninterrupted"] == reply["resumed"] == request["initial"], reply
-    reply = worker("wrapper_lifecycle", **lifecycle("float16", ["bf16"], save_after=0))
-    assert reply["ok"] and reply["call"] == "load", reply
-    assert "holds nothing at optimizer.state.exp_avg" in reply["raised"], reply
-
-
 def main():
+    import test_worker_wrappers as wrapper_checks  # it imports this module's helpers
     tree = os.path.abspath(sys.argv[1])
     worker = Worker(tree)
     checks = [
@@ -675,7 +640,9 @@ def main():
         ("time_steps: whole, hybrid and host step times, one host AdamW per tensor with overlap",
          lambda: check_time_steps(worker)),
         ("non-distributed optimizers and stubs as the trainer drives them", lambda:
-         check_wrapper_lifecycle(worker)),
+         wrapper_checks.check_wrapper_lifecycle(worker)),
+        ("the dense and the experts' distributed optimizers chained over one DDP chunk", lambda:
+         wrapper_checks.check_distributed_chain(worker)),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     only = sys.argv[2] if len(sys.argv) > 2 else ""  # run only the checks naming it

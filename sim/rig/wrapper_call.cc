@@ -12,6 +12,12 @@ std::vector<std::vector<float>> values_of(const json& lists) {
   return out;
 }
 
+std::optional<std::vector<std::vector<float>>> optional_values(const json& reply,
+                                                               const char* key) {
+  if (!reply.contains(key) || reply.at(key).is_null()) return std::nullopt;
+  return values_of(reply.at(key));
+}
+
 const char* dtype_of(Wrapper w, const WrapperParam& p) {
   if (!p.half) return "fp32";
   return w == Wrapper::kFp16 ? "fp16" : "bf16";
@@ -37,7 +43,7 @@ json request_of(const WrapperCall& call) {
           {"initial", initial},
           {"grads", grads},
           {"save_after", call.save_after},
-          {"load_optimizer", call.load_optimizer}};
+          {"resume", resume_name(call.resume)}};
 }
 
 }  // namespace
@@ -56,6 +62,18 @@ const char* wrapper_name(Wrapper w) {
   return "?";
 }
 
+const char* resume_name(Resume r) {
+  switch (r) {
+    case Resume::kOptimizer:
+      return "optimizer";
+    case Resume::kWeights:
+      return "weights";
+    case Resume::kMainParamsFromCheckpoint:
+      return "main_params_from_checkpoint";
+  }
+  return "?";
+}
+
 WrapperOutcome run_wrapper_lifecycle(const MegatronTarget& tree, const WrapperCall& call) {
   const json reply = MegatronWorker::of(tree).request(request_of(call));
   WrapperOutcome out;
@@ -70,15 +88,33 @@ WrapperOutcome run_wrapper_lifecycle(const MegatronTarget& tree, const WrapperCa
   }
   out.uninterrupted = values_of(reply.at("uninterrupted"));
   out.resumed = values_of(reply.at("resumed"));
-  out.reference = values_of(reply.at("reference"));
+  out.reference = optional_values(reply, "reference");
+  out.main_after_reload = optional_values(reply, "main_after_reload");
+  out.checkpoint_weights = optional_values(reply, "checkpoint_weights");
   return out;
 }
+
+namespace {
+
+const char* resumed_with(Resume r) {
+  switch (r) {
+    case Resume::kOptimizer:
+      return "the optimizer state";
+    case Resume::kWeights:
+      return "the weights only";
+    case Resume::kMainParamsFromCheckpoint:
+      return "the weights and the main params of an fp32 checkpoint";
+  }
+  return "?";
+}
+
+}  // namespace
 
 void showValue(const WrapperCall& call, std::ostream& os) {
   os << wrapper_name(call.wrapper) << (call.frozen ? " (every parameter frozen)" : "")
      << (call.transformer_engine ? ", with Transformer Engine" : "") << ", " << call.grads.size()
      << " steps, saved after " << call.save_after << ", resumed with "
-     << (call.load_optimizer ? "the optimizer state" : "the weights only");
+     << resumed_with(call.resume);
   for (size_t i = 0; i < call.params.size(); ++i) {
     const WrapperParam& p = call.params[i];
     os << "\n  p" << i << ": " << dtype_of(call.wrapper, p) << "[";
