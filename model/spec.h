@@ -55,6 +55,11 @@ struct CaseSpec {
   // optimizer. Without it (and without Apex) both hybrid sub-optimizers are torch.optim.AdamW and
   // the precision-aware optimizer cannot be built.
   bool transformer_engine = true;
+  // Whether the DDP buffers are built by a direct caller without a pg_collection, their
+  // data-parallel and tensor-parallel groups then read from parallel_state (DDP itself always
+  // hands its own). The groups are the same either way: the model and the port read nothing of
+  // it; Megatron's code takes another path.
+  bool buffers_from_parallel_state = false;
 
   // One more than the largest group index (0 when there are no parameters).
   int num_groups() const;

@@ -82,6 +82,7 @@ bool same_inputs(const CaseInputs& first, const CaseInputs& second) {
               x.grad_reduce_in_fp32 == y.grad_reduce_in_fp32 &&
               x.precision_aware == y.precision_aware &&
               x.transformer_engine == y.transformer_engine &&
+              x.buffers_from_parallel_state == y.buffers_from_parallel_state &&
               x.store_param_remainders == y.store_param_remainders &&
               x.cpu_offload == y.cpu_offload && x.offload_fraction == y.offload_fraction &&
               x.overlap_cpu_optimizer_d2h_h2d == y.overlap_cpu_optimizer_d2h_h2d &&

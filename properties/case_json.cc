@@ -58,6 +58,7 @@ json case_json(const model::CaseSpec& c) {
               {"overlap_cpu_optimizer_d2h_h2d", c.overlap_cpu_optimizer_d2h_h2d},
               {"offload_fraction", c.offload_fraction},
               {"transformer_engine", c.transformer_engine},
+              {"buffers_from_parallel_state", c.buffers_from_parallel_state},
               {"params", params}};
 }
 
@@ -80,6 +81,10 @@ model::CaseSpec read_case(const json& v, const std::string& path) {
   // Case files from before the no-TE configuration have no such key: Transformer Engine.
   if (r.get("transformer_engine", /*optional=*/true) != nullptr) {
     c.transformer_engine = r.boolean("transformer_engine");
+  }
+  // Case files from before it have no such key: the buffers were handed their groups.
+  if (r.get("buffers_from_parallel_state", /*optional=*/true) != nullptr) {
+    c.buffers_from_parallel_state = r.boolean("buffers_from_parallel_state");
   }
   if (!(c.offload_fraction >= 0.0 && c.offload_fraction <= 1.0)) {
     bad(r.at("offload_fraction"), "must lie in [0, 1]");

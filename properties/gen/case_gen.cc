@@ -97,6 +97,7 @@ rc::Gen<model::CaseSpec> case_spec() {
     c.transformer_engine =
         transformer_engine_available && *weighted_choice<bool>({{3, true}, {1, false}});
     if (!c.transformer_engine) c.precision_aware = false;
+    c.buffers_from_parallel_state = *weighted_choice<bool>({{1, false}, {1, true}});
     return c;
   }));
 }
@@ -121,7 +122,8 @@ void showValue(const CaseSpec& spec, std::ostream& os) {
      << " store_param_remainders=" << spec.store_param_remainders
      << " overlap=" << spec.overlap_cpu_optimizer_d2h_h2d << " cpu_offload=" << spec.cpu_offload
      << " offload_fraction=" << spec.offload_fraction
-     << " transformer_engine=" << spec.transformer_engine << " params=[";
+     << " transformer_engine=" << spec.transformer_engine
+     << (spec.buffers_from_parallel_state ? " buffers_from_parallel_state=1" : "") << " params=[";
   for (size_t i = 0; i < spec.params.size(); ++i) {
     const ParamSpec& p = spec.params[i];
     os << (i ? ", " : "") << p.name << ":" << dtype_name(p.dtype) << "[";

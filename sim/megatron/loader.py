@@ -18,6 +18,7 @@ with the imports it names) and transformer/cuda_graphs.py's is_graph_capturing, 
 """
 
 import ast
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -59,6 +60,8 @@ REAL_MODULES = {
         "distributed/distributed_data_parallel_config.py",
     "megatron.core.distributed.param_and_grad_buffer": "distributed/param_and_grad_buffer.py",
     "megatron.core.process_groups_config": "process_groups_config.py",
+    # Its getters are Megatron's own; the groups they return are the case's (parallel_groups).
+    "megatron.core.parallel_state": "parallel_state.py",
     "megatron.core.msc_utils": "msc_utils.py",  # dist_checkpointing's storage switch
     # Training mode only (imported on the first case with "training": true): Megatron's own DDP.
     DDP_MODULE: "distributed/distributed_data_parallel.py",
@@ -120,6 +123,10 @@ STAND_INS = [
     "accelerator side, the precision-aware optimizer) a stand-in written from TE's FusedAdam and "
     "its AdamW kernels (sim/megatron/te_stand_in.py, version " + te_stand_in.VERSION + "), "
     "installed where the optimizer modules bound TE's class at import",
+    "parallel_state's initialize_model_parallel, for buffers built without a pg_collection: "
+    "Megatron's own parallel_state module, its data-parallel (with and without context "
+    "parallelism) and tensor-parallel groups set to the case's groups for the build "
+    "(parallel_groups), as initialize_model_parallel sets them; its getters are the tree's",
     "parallel_state's get_tensor_model_parallel_rank (and, on newer trees, the GTP rank getters), "
     "which the grad norm's duplicate filters call: 0 (the worker's worlds have tensor-parallel "
     "size 1 and no GTP)",
@@ -407,6 +414,7 @@ class Megatron:
             self.tensor_parallel = importlib.import_module(TENSOR_PARALLEL)
             self.utils = importlib.import_module("megatron.core.utils")
             self.clip_grads = importlib.import_module("megatron.core.optimizer.clip_grads")
+            self.parallel_state = importlib.import_module("megatron.core.parallel_state")
         except TreeError:
             raise
         except Exception as e:  # any failure to import the tree's code
@@ -438,6 +446,31 @@ def _te_import_block(file):
                 names |= _imports(inner) | _defines(inner)
             return compile(ast.Module(body=[node], type_ignores=[]), file, "exec"), names
     return None
+
+
+# The globals of parallel_state.py that initialize_model_parallel sets and the getters of the
+# data-parallel (with context parallelism, and without: no context parallelism here) and
+# tensor-parallel groups read.
+PARALLEL_STATE_GROUPS = ("_DATA_PARALLEL_GROUP_WITH_CP", "_DATA_PARALLEL_GROUP",
+                         "_TENSOR_MODEL_PARALLEL_GROUP")
+
+
+@contextlib.contextmanager
+def parallel_groups(megatron, data_parallel, tensor_parallel):
+    """parallel_state initialized with these groups (as initialize_model_parallel would leave
+    it, for these two kinds of group) while the block runs, and uninitialized again after."""
+    module = megatron.parallel_state
+    for name in PARALLEL_STATE_GROUPS:
+        if not hasattr(module, name):
+            raise TreeError("api_moved", f"parallel_state has no '{name}'")
+    values = (data_parallel, data_parallel, tensor_parallel)
+    for name, value in zip(PARALLEL_STATE_GROUPS, values):
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name in PARALLEL_STATE_GROUPS:
+            setattr(module, name, None)
 
 
 # The names the optimizer modules bind, at import, to TE's FusedAdam or to flags saying TE is

@@ -12,13 +12,14 @@ DistributedDataParallel instead, and gradients arrive in main_grad through its h
 """
 
 import base64
+import contextlib
 import types
 
 import numpy as np
 import torch
 
 import te_stand_in
-from loader import PlaceholderCalled
+from loader import PlaceholderCalled, parallel_groups
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
           "fp64": torch.float64}
@@ -318,7 +319,9 @@ class Rank:
             self.ddp_config, expert_data_parallel_world_size=self.case["expert_dp"])
 
     def _make_buffers(self, members, disable_bucketing):
-        """The buffers DistributedDataParallel.__init__ makes for one chunk's parameters."""
+        """The buffers DistributedDataParallel.__init__ makes for one chunk's parameters; with
+        the case's buffers_from_parallel_state, as a direct caller makes them: without a
+        pg_collection, parallel_state initialized with the rank's groups."""
         m = self.megatron
         dense = self.dense_group
         bucket_size = None if disable_bucketing else self.ddp_config.bucket_size
@@ -328,12 +331,16 @@ class Rank:
         layout = self._layout(members, disable_bucketing)
         buffers = []
         grouped = m.group_params_for_buffers(params, self.ddp_config.grad_reduce_in_fp32)
-        for key, (in_buffer, param_indices) in grouped.items():
-            buffers.append(m._ParamAndGradBuffer(
-                self.ddp_config, key.param_dtype, key.grad_dtype,
-                [(p, names[p]) for p in in_buffer], self.group, bucket_size, names,
-                1.0 / dense.size(), param_indices, self.ddp_config.nccl_ub, self.pg_collection,
-                param_layout=layout.layouts.get(key)))
+        from_state = bool(self.case.get("buffers_from_parallel_state", False))
+        groups = None if from_state else self.pg_collection
+        with (parallel_groups(m, dense, self.pg_collection.tp) if from_state
+              else contextlib.nullcontext()):
+            for key, (in_buffer, param_indices) in grouped.items():
+                buffers.append(m._ParamAndGradBuffer(
+                    self.ddp_config, key.param_dtype, key.grad_dtype,
+                    [(p, names[p]) for p in in_buffer], self.group, bucket_size, names,
+                    1.0 / dense.size(), param_indices, self.ddp_config.nccl_ub, groups,
+                    param_layout=layout.layouts.get(key)))
         return buffers
 
     def _optimizer_config(self):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 import numpy as np
 import torch
@@ -417,6 +418,29 @@ def check_requests(worker):
     assert worker("observe", handle=31)["ok"]
 
 
+def check_parallel_state(worker):
+    """buffers_from_parallel_state: buffers built without a pg_collection, their groups read
+    from parallel_state, build what buffers handed their groups build; parallel_state is
+    uninitialized again after the build, as before it."""
+    spec = case([param("a", [5], "bf16"), param("b", [3]), param("c", [6], "bf16", group=1)],
+                dp=2, bucket_size=4)
+    for rank in (0, 1):
+        handed = worker.build(34, spec, rank=rank)
+        from_state = worker.build(35, spec | {"buffers_from_parallel_state": True}, rank=rank)
+        assert handed["error"] is None and handed["ranges"], handed
+        assert {**handed, "id": 0} == {**from_state, "id": 0}, (handed, from_state)
+    import loader
+    megatron = loader.Megatron.__new__(loader.Megatron)
+    megatron.parallel_state = types.SimpleNamespace(
+        **{name: None for name in loader.PARALLEL_STATE_GROUPS})
+    with loader.parallel_groups(megatron, "dp", "tp"):
+        assert megatron.parallel_state._DATA_PARALLEL_GROUP_WITH_CP == "dp"
+    assert all(getattr(megatron.parallel_state, name) is None
+               for name in loader.PARALLEL_STATE_GROUPS)
+    for handle in (34, 35):
+        assert worker("drop", handle=handle)["ok"]
+
+
 def check_transformer_engine(worker, spec):
     """Cases with Transformer Engine build and step on the FusedAdam stand-in: the precision-aware
     optimizer keeps its step in the group, a TE case after a no-TE one gets TE's class, and what
@@ -627,6 +651,8 @@ def main():
         ("mixed bf16/fp16/fp32 steps, dp 2", lambda: check_mixed_steps(worker)),
         ("hybrid optimizer placement, 16-bit params", lambda: check_offload(worker)),
         ("set/reload/zero_grad/drop/errors, TE stand-in", lambda: check_requests(worker)),
+        ("buffers without a pg_collection: parallel_state's groups", lambda:
+         check_parallel_state(worker)),
         ("TE stand-in arithmetic", check_te_arithmetic),
         ("distributed checkpoint: the save plan's coverage checked", check_plan_validation),
         ("loss scaler: skip on inf/NaN here or elsewhere, unscaled step", lambda:

@@ -406,7 +406,8 @@ json case_request(const model::CaseSpec& spec) {
           {"cpu_offload", spec.cpu_offload},
           {"offload_fraction", spec.offload_fraction},
           {"overlap_cpu_optimizer_d2h_h2d", spec.overlap_cpu_optimizer_d2h_h2d},
-          {"transformer_engine", spec.transformer_engine}};
+          {"transformer_engine", spec.transformer_engine},
+          {"buffers_from_parallel_state", spec.buffers_from_parallel_state}};
 }
 
 namespace {
