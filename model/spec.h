@@ -58,7 +58,8 @@ struct CaseSpec {
   // Whether the DDP buffers are built by a direct caller without a pg_collection, their
   // data-parallel and tensor-parallel groups then read from parallel_state (DDP itself always
   // hands its own). The groups are the same either way: the model and the port read nothing of
-  // it; Megatron's code takes another path.
+  // it; Megatron's code takes another path. Set by the property that builds a case both ways
+  // (properties/buffer_groups_props.h), not by the case generator.
   bool buffers_from_parallel_state = false;
 
   // One more than the largest group index (0 when there are no parameters).

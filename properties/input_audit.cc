@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "properties/buffer_groups_props.h"
 #include "properties/coverage.h"
 #include "properties/gen/case_draws.h"
 #include "properties/hybrid_state.h"
@@ -212,10 +213,17 @@ void add_groups_and_configuration(std::vector<InputDimension>& out) {
                           "(num_distributed_optimizer_instances > 1)",
                           "every world has one instance; it hides G12, whose race also needs "
                           "compute on a non-default CUDA stream"));
-  out.push_back(not_drawn(k, "buffers built without a pg_collection (parallel_state's groups)",
-                          "the worker hands every buffer and DDP its process groups and "
-                          "parallel_state is a placeholder that answers any name: the "
-                          "parallel_state path is never taken; it hides G17"));
+}
+
+// Where the buffers' process groups come from: those a direct caller leaves to
+// parallel_state (one-process ranks outside training mode; DDP always hands its own).
+void add_process_group_sources(std::vector<InputDimension>& out) {
+  out.push_back(drawn(
+      "configuration",
+      "DDP's buffers built by a direct caller without a pg_collection, their groups from "
+      "parallel_state (Megatron's own module, initialized with the case's groups)",
+      "direct_caller_case", direct_caller_case,
+      [](const CaseInputs& in) { return in.c.buffers_from_parallel_state; }, 1.0));
 }
 
 void add_checkpoints(std::vector<InputDimension>& out) {
@@ -343,6 +351,7 @@ const std::vector<InputDimension>& input_dimensions() {
     add_params(out);
     add_steps(out);
     add_groups_and_configuration(out);
+    add_process_group_sources(out);
     add_checkpoints(out);
     add_wrappers(out);
     add_devices(out);

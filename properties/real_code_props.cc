@@ -142,10 +142,12 @@ Difference entry_difference(const rig::RankUnderTest& port, const rig::RankUnder
 }  // namespace
 
 std::optional<std::string> construction_difference(const rig::RankObservation& port,
-                                                   const rig::RankObservation& real) {
+                                                   const rig::RankObservation& real,
+                                                   const char* first, const char* second) {
   const auto error = [](const rig::RankObservation& o) { return o.error.value_or("(none)"); };
   if (error(port) != error(real)) {
-    return "construction error: port \"" + error(port) + "\", real code \"" + error(real) + "\"";
+    return "construction error: " + std::string(first) + " \"" + error(port) + "\", " + second +
+           " \"" + error(real) + "\"";
   }
   for (const Difference& d :
        {differ("error type", port.error_type, real.error_type),

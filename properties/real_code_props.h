@@ -14,9 +14,11 @@
 namespace sc::props {
 
 // The first difference between two constructions (every field of rig::RankObservation), or
-// nothing.
+// nothing; `first` and `second` name the two in it.
 std::optional<std::string> construction_difference(const rig::RankObservation& port,
-                                                   const rig::RankObservation& real);
+                                                   const rig::RankObservation& real,
+                                                   const char* first = "port",
+                                                   const char* second = "real code");
 // The first difference between what two constructed ranks hold now: every installed entry's
 // model piece, optimizer piece, state and placement, the group hyper-parameters, the
 // sub-optimizer counts and (`with_model_values`) every model parameter, bit for bit; or nothing.

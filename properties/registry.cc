@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "properties/buffer_groups_props.h"
 #include "properties/diff_props.h"
 #include "properties/fused_adam_props.h"
 #include "properties/gen/case_draws.h"
@@ -370,6 +371,14 @@ Check training(TrainingClaim claim) {
 
 std::vector<Property> optimizer_wrapper_properties() { return {wrapper_lifecycle_property()}; }
 
+std::vector<Property> ddp_buffer_properties() {
+  Property p = replayable(kBufferGroupsName, kBufferGroupsClaim, {}, direct_caller_case,
+                          run_buffer_groups_property);
+  p.not_on_port = kBufferGroupsNotOnPort;
+  p.history_killers = {"G17"};
+  return {p};
+}
+
 std::vector<Property> training_loop_properties() {
   return {
       needing(
@@ -613,7 +622,7 @@ const std::vector<Property>& all_properties() {
     std::vector<Property> out;
     for (auto part : {model_laws, shard_builder_properties, hybrid_optimizer_properties,
                       whole_param_properties, step_flow_properties, training_loop_properties,
-                      checkpoint_properties, optimizer_wrapper_properties,
+                      checkpoint_properties, optimizer_wrapper_properties, ddp_buffer_properties,
                       kernel_and_stream_properties,
                       real_code_properties}) {
       for (Property& p : part()) out.push_back(std::move(p));

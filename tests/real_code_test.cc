@@ -132,10 +132,14 @@ TEST_F(RealCode, WithTheSeedFixTheConstructionAndLeafPropertiesPass) {
   // the distributed-checkpoint resume on F5 or F13 (a dp_reshardable save on a DP rank that owns
   // only bucket padding asserts), the gathered formats on real ranks on F7, F8 or F9,
   // whichever these cases meet first, F17 (a direct grad-norm call with the inf norm raises
-  // on a rank without grads) and F18 (a chain whose dense optimizer is a stub cannot save).
+  // on a rank without grads), F18 (a chain whose dense optimizer is a stub cannot save) and F19
+  // (a buffer built without a pg_collection raises).
   const auto failed = failures(report);
   EXPECT_EQ(r.status, 1);
-  ASSERT_EQ(failed.size(), 10u) << r.output;
+  ASSERT_EQ(failed.size(), 11u) << r.output;
+  EXPECT_NE(failed.at("DdpBuffers.GroupsFromParallelStateBuildWhatHandedGroupsBuild")
+                .find("no attribute 'get_data_and_context_parallel_group'"),
+            std::string::npos);
   EXPECT_NE(failed.at("OptimizerWrappers.TrainerLifecycleResumesAsNoInterruption")
                 .find("'NoneType' object has no attribute 'param_groups'"),
             std::string::npos);

@@ -97,7 +97,6 @@ rc::Gen<model::CaseSpec> case_spec() {
     c.transformer_engine =
         transformer_engine_available && *weighted_choice<bool>({{3, true}, {1, false}});
     if (!c.transformer_engine) c.precision_aware = false;
-    c.buffers_from_parallel_state = *weighted_choice<bool>({{1, false}, {1, true}});
     return c;
   }));
 }

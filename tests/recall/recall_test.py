@@ -62,6 +62,9 @@ def check_message_line():
                "pr6982, F1, G02-bug: stub: reload_model_params: AttributeError: no groups")
     assert recall.message_line(failure) == "stub: reload_model_params: AttributeError: no groups"
     assert recall.message_line("Log:\nmegatron tree-all: it broke") == "megatron tree-all: it broke"
+    written = ("case file: /tmp/run/P.json\nreplay: shardcheck-replay /tmp/run/P.json\n"
+               "Exception thrown with message:\nAttributeError: no getter\nTraceback ...")
+    assert recall.message_line(written) == "AttributeError: no getter", recall.message_line(written)
 
 
 def check_lost_catches():
