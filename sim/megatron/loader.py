@@ -402,6 +402,9 @@ class Megatron:
 
     def _import(self):
         try:
+            # Before utils, as megatron/core/__init__ has it (through tensor_parallel): newer
+            # trees' utils imports parallel_state, which imports from utils.
+            self.parallel_state = importlib.import_module("megatron.core.parallel_state")
             optimizer = importlib.import_module("megatron.core.optimizer")
             self.distrib = importlib.import_module("megatron.core.optimizer.distrib_optimizer")
             self.hybrid = importlib.import_module(
@@ -414,7 +417,6 @@ class Megatron:
             self.tensor_parallel = importlib.import_module(TENSOR_PARALLEL)
             self.utils = importlib.import_module("megatron.core.utils")
             self.clip_grads = importlib.import_module("megatron.core.optimizer.clip_grads")
-            self.parallel_state = importlib.import_module("megatron.core.parallel_state")
         except TreeError:
             raise
         except Exception as e:  # any failure to import the tree's code

@@ -50,7 +50,7 @@ def check_verdicts():
     e = entry("G12")
     limit = {"reason": "needs two GPUs", "evidence": "ran X, printed Y"}
     recall.judge(e, run(), run(), {"G12": limit}, lambda p, beside: None)
-    assert e["verdict"] == "cannot show on a CPU machine" and e["limit"] == limit, e
+    assert e["verdict"] == "a stated limit" and e["limit"] == limit, e
     e = entry()
     recall.judge(e, {"error": "no such tree", "exit": 2}, run(), {}, lambda p, beside: None)
     assert e["verdict"] == "error" and e["error"] == "no such tree", e
