@@ -8,6 +8,7 @@
 #include "properties/coverage.h"
 #include "properties/gen/case_draws.h"
 #include "properties/hybrid_state.h"
+#include "properties/overlap_props.h"
 #include "properties/step_flow_props.h"
 #include "properties/wrapper_props.h"
 
@@ -203,27 +204,28 @@ void add_groups_and_configuration(std::vector<InputDimension>& out) {
       [](const CaseInputs& in) { return any_param(in, [](const auto& p) { return p.chunk > 0; }); },
       0.1));
   out.push_back(not_drawn(k,
-                          "overlap_param_gather (the param all-gather dispatched by DDP's "
-                          "forward pre-hooks)",
-                          "real ranks all-gather synchronously after the step and one process "
-                          "stubs it: DDP's dispatch of the next bucket group is never driven; it "
-                          "hides G03 and, with the layer-wise optimizer, G13"));
-  out.push_back(not_drawn(k,
                           "several distributed-optimizer instances "
                           "(num_distributed_optimizer_instances > 1)",
                           "every world has one instance; it hides G12, whose race also needs "
                           "compute on a non-default CUDA stream"));
 }
 
-// Where the buffers' process groups come from: those a direct caller leaves to
-// parallel_state (one-process ranks outside training mode; DDP always hands its own).
-void add_process_group_sources(std::vector<InputDimension>& out) {
+// DDP's own options beyond the case's: where the buffers' process groups come from (those a
+// direct caller leaves to parallel_state; DDP always hands its own), and the param all-gather
+// its forward pre-hooks dispatch.
+void add_ddp_options(std::vector<InputDimension>& out) {
   out.push_back(drawn(
       "configuration",
       "DDP's buffers built by a direct caller without a pg_collection, their groups from "
       "parallel_state (Megatron's own module, initialized with the case's groups)",
       "direct_caller_case", direct_caller_case,
       [](const CaseInputs& in) { return in.c.buffers_from_parallel_state; }, 1.0));
+  out.push_back({"configuration",
+                 "overlap_param_gather (the param all-gather dispatched by DDP's forward "
+                 "pre-hooks) over modules the forward calls in another order than they were "
+                 "registered in",
+                 "overlap_training_call",
+                 [] { return forward_order_differs(*overlap_training_call()); }, 0.3, ""});
 }
 
 void add_checkpoints(std::vector<InputDimension>& out) {
@@ -307,8 +309,10 @@ void add_wrappers(std::vector<InputDimension>& out) {
                  },
                  0.08, ""});
   out.push_back(not_drawn(k, "LayerWiseDistributedOptimizer (Muon's layer-wise path)",
-                          "never built: it needs the emerging-optimizers package and "
-                          "overlap_param_gather; it hides G13"));
+                          "cannot be built here: get_megatron_optimizer builds it only with the "
+                          "emerging-optimizers package (0.2 or later), whose releases need "
+                          "Python 3.12, and the pinned environment runs 3.11; it hides G13 "
+                          "and G14 (tests/recall/limits.json)"));
   out.push_back(not_drawn(k, "HybridDeviceOptimizer built directly by another training stack",
                           "against real code the hybrid optimizer is reached through the "
                           "distributed optimizer only (HybridOptimizerDirect.* runs on the port)"));
@@ -351,7 +355,7 @@ const std::vector<InputDimension>& input_dimensions() {
     add_params(out);
     add_steps(out);
     add_groups_and_configuration(out);
-    add_process_group_sources(out);
+    add_ddp_options(out);
     add_checkpoints(out);
     add_wrappers(out);
     add_devices(out);

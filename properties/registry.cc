@@ -19,6 +19,7 @@
 #include "properties/hybrid_state.h"
 #include "properties/model_laws.h"
 #include "properties/numeric_props.h"
+#include "properties/overlap_props.h"
 #include "properties/real_code_props.h"
 #include "properties/real_ranks_props.h"
 #include "properties/scaler_props.h"
@@ -371,12 +372,12 @@ Check training(TrainingClaim claim) {
 
 std::vector<Property> optimizer_wrapper_properties() { return {wrapper_lifecycle_property()}; }
 
-std::vector<Property> ddp_buffer_properties() {
+std::vector<Property> ddp_properties() {
   Property p = replayable(kBufferGroupsName, kBufferGroupsClaim, {}, direct_caller_case,
                           run_buffer_groups_property);
   p.not_on_port = kBufferGroupsNotOnPort;
   p.history_killers = {"G17"};
-  return {p};
+  return {p, overlap_property()};
 }
 
 std::vector<Property> training_loop_properties() {
@@ -622,7 +623,7 @@ const std::vector<Property>& all_properties() {
     std::vector<Property> out;
     for (auto part : {model_laws, shard_builder_properties, hybrid_optimizer_properties,
                       whole_param_properties, step_flow_properties, training_loop_properties,
-                      checkpoint_properties, optimizer_wrapper_properties, ddp_buffer_properties,
+                      checkpoint_properties, optimizer_wrapper_properties, ddp_properties,
                       kernel_and_stream_properties,
                       real_code_properties}) {
       for (Property& p : part()) out.push_back(std::move(p));

@@ -44,6 +44,21 @@ rc::Gen<bool> one_in(size_t n) {
   return rc::gen::resize(rc::kNominalSize, gen::weighted_choice<bool>({{n - 1, false}, {1, true}}));
 }
 
+const char* class_of(rig::Wrapper w) {
+  switch (w) {
+    case rig::Wrapper::kFloat16:
+    case rig::Wrapper::kFp16:
+      return "Float16OptimizerWithFloat16Params";
+    case rig::Wrapper::kFp32:
+      return "FP32Optimizer";
+    case rig::Wrapper::kDistributed:
+      return "DistributedOptimizer";
+  }
+  return "?";
+}
+
+}  // namespace
+
 rc::Gen<rig::WrapperParam> wrapper_param(bool may_be_half, bool may_be_expert) {
   return rc::gen::exec([may_be_half, may_be_expert] {
     rig::WrapperParam p;
@@ -74,19 +89,6 @@ rc::Gen<std::vector<std::vector<std::vector<float>>>> wrapper_grads(
   return rc::gen::container<std::vector<std::vector<std::vector<float>>>>(steps, one_step);
 }
 
-const char* class_of(rig::Wrapper w) {
-  switch (w) {
-    case rig::Wrapper::kFloat16:
-    case rig::Wrapper::kFp16:
-      return "Float16OptimizerWithFloat16Params";
-    case rig::Wrapper::kFp32:
-      return "FP32Optimizer";
-    case rig::Wrapper::kDistributed:
-      return "DistributedOptimizer";
-  }
-  return "?";
-}
-
 // The first element where `got` and `want` differ in their bits, named; "" when none does.
 std::string first_difference(const Values& got, const Values& want) {
   if (got.size() != want.size()) return "different parameter counts";
@@ -102,8 +104,6 @@ std::string first_difference(const Values& got, const Values& want) {
   }
   return "";
 }
-
-}  // namespace
 
 namespace {
 

@@ -5,6 +5,9 @@
 
 #include <rapidcheck.h>
 
+#include <string>
+#include <vector>
+
 #include "properties/property.h"
 #include "sim/port/behaviour.h"
 #include "sim/rig/wrapper_call.h"
@@ -15,6 +18,18 @@ namespace sc::props {
 // steps, the checkpoint saved after 0 to all of them, resumed with the optimizer state (after at
 // least one step: a checkpoint saved before the first holds none) or the weights only.
 rc::Gen<rig::WrapperCall> wrapper_lifecycle_call();
+
+// One parameter: bf16 (fp16 under the fp16 wrapper) in two of three draws where `may_be_half`,
+// else fp32; an expert in half the draws where `may_be_expert`; one or two dimensions; values
+// k / 64, exact in 16 bits.
+rc::Gen<rig::WrapperParam> wrapper_param(bool may_be_half, bool may_be_expert);
+// The grads of `steps` steps, one list per parameter of its size: k / 1024 in [-4, 4].
+rc::Gen<std::vector<std::vector<std::vector<float>>>> wrapper_grads(
+    const std::vector<rig::WrapperParam>& params, size_t steps);
+// The first element where `got` and `want` differ in their bits, named ("p1[0] is x, not y");
+// "" when none does.
+std::string first_difference(const std::vector<std::vector<float>>& got,
+                             const std::vector<std::vector<float>>& want);
 
 // Whether the chain `call` builds has the experts' optimizer beside the dense one; and whether
 // that dense one is then a stub.

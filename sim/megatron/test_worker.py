@@ -672,6 +672,8 @@ def main():
          wrapper_checks.check_wrapper_lifecycle(worker)),
         ("the dense and the experts' distributed optimizers chained over one DDP chunk", lambda:
          wrapper_checks.check_distributed_chain(worker)),
+        ("DDP's param all-gather overlapped with the forward pass equals it after the step",
+         lambda: wrapper_checks.check_overlap_training(worker)),
         ("quit and end of input", lambda: check_quit(tree)),
     ]
     only = sys.argv[2] if len(sys.argv) > 2 else ""  # run only the checks naming it

@@ -1,6 +1,6 @@
-"""The worker's wrapper_lifecycle op (wrappers.py), checked by test_worker.py's run: the
-optimizers Megatron's factory builds besides the lone distributed optimizer, driven as the trainer
-drives them."""
+"""The worker's wrapper_lifecycle op (wrappers.py) and overlap_training op (overlap.py),
+checked by test_worker.py's run: the optimizers Megatron's factory builds besides the lone
+distributed optimizer, and DDP's overlapped param all-gather, driven as the trainer drives them."""
 
 import torch
 
@@ -66,3 +66,21 @@ def check_distributed_chain(worker):
     assert reply["main_after_reload"] == reply["checkpoint_weights"], reply
     in_bf16 = [rounded(b, torch.bfloat16) for b in reply["checkpoint_weights"]]
     assert in_bf16 != reply["checkpoint_weights"], reply
+
+
+def check_overlap_training(worker):
+    """overlap_training: the steps with the param all-gather dispatched by DDP's forward
+    pre-hooks equal those without, bit for bit, and move the parameters; an order that is not a
+    permutation is refused."""
+    params = [{"dtype": "bf16", "shape": [3]}, {"dtype": "fp32", "shape": [2]},
+              {"dtype": "bf16", "shape": [2, 2]}]
+    request = {"params": params, "order": [2, 0, 1], "bucket_size": 1,
+               "initial": [bits([0.5, -0.25, 1.0]), bits([0.75, -0.5]), bits([1, 2, 3, 4])],
+               "grads": [[bits([0.5, -0.25, 1.0]), bits([1.0, 2.0]), bits([0.25] * 4)]] * 2}
+    reply = worker("overlap_training", **request)
+    assert reply["ok"] and reply["overlapped_raised"] is None, reply
+    assert reply["synchronous_raised"] is None and len(reply["overlapped"]) == 2, reply
+    assert reply["overlapped"] == reply["synchronous"], reply
+    assert reply["overlapped"][0] != request["initial"], reply
+    refused = worker("overlap_training", **(request | {"order": [0, 0, 1]}))
+    assert not refused["ok"] and "must be a permutation" in refused["error"], refused

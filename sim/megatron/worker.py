@@ -23,6 +23,7 @@ import checkpoint  # noqa: E402
 import dist_checkpoint  # noqa: E402
 import dp_zero  # noqa: E402
 import grad_norm  # noqa: E402
+import overlap  # noqa: E402
 import devices  # noqa: E402
 import rank  # noqa: E402
 import observe  # noqa: E402
@@ -370,6 +371,13 @@ class Worker:
         self.refuse_on_real_ranks("wrapper_lifecycle")
         self.megatron.use_transformer_engine(bool(request["transformer_engine"]))
         return wrappers.lifecycle(self.megatron, request)
+
+    def op_overlap_training(self, request):
+        """Training steps with DDP's param all-gather overlapped with the forward pass, and
+        without, over a one-member gloo group (overlap.py)."""
+        self.refuse_on_real_ranks("overlap_training")
+        self.megatron.use_transformer_engine(False)
+        return overlap.overlap_training(self.megatron, request)
 
     def op_drop(self, request):
         self.ranks.pop(request["handle"], None)
