@@ -80,6 +80,7 @@ Property overlap_property() {
   p.not_on_port =
       "the port's DDP has no forward pre-hooks and gathers no parameter: it drives real "
       "Megatron code only";
+  p.history_killers = {"G03"};
   return p;
 }
 
