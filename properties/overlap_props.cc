@@ -71,12 +71,7 @@ Property overlap_property() {
       "(overlap_param_gather) over modules the forward calls in a drawn order, raise nothing "
       "and leave every parameter after every step bit for bit as the same steps with the "
       "all-gather after the step do";
-  p.body = [](const sut::Behaviour& b) { run_overlap_property(*overlap_training_call(), b); };
-  p.body_beside_control = [](const sut::Behaviour& b, const Property::OnControl& on_control) {
-    const rig::OverlapCall call = *overlap_training_call();
-    RC_PRE(!on_control([&] { run_overlap_property(call, b); }));
-    run_overlap_property(call, b);
-  };
+  draw_in_body(p, overlap_training_call, run_overlap_property);
   p.not_on_port =
       "the port's DDP has no forward pre-hooks and gathers no parameter: it drives real "
       "Megatron code only";

@@ -2,6 +2,8 @@
 // claim, what it runs against, how it draws and checks its inputs, and what is known to break it.
 #pragma once
 
+#include <rapidcheck.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -59,5 +61,20 @@ struct Property {
   using OnControl = std::function<bool(const std::function<void()>& check)>;
   std::function<void(const sut::Behaviour&, const OnControl&)> body_beside_control;
 };
+
+// For a property that draws its input in its body: the body that draws one input with `gen`
+// and runs `run` on it, and the same body beside a control (the input discarded where the
+// control fails it too).
+template <typename Input>
+void draw_in_body(Property& p, rc::Gen<Input> (*gen)(),
+                  void (*run)(const Input&, const sut::Behaviour&)) {
+  p.body = [gen, run](const sut::Behaviour& b) { run(*gen(), b); };
+  p.body_beside_control = [gen, run](const sut::Behaviour& b,
+                                     const Property::OnControl& on_control) {
+    const Input input = *gen();
+    RC_PRE(!on_control([&] { run(input, b); }));
+    run(input, b);
+  };
+}
 
 }  // namespace sc::props

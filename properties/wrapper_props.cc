@@ -259,14 +259,7 @@ Property wrapper_lifecycle_property() {
       "interruption (or, weights only, a fresh optimizer from the saved weights) bit for bit, "
       "main params reloaded from a checkpoint are the checkpoint's values bit for bit, and a "
       "frozen rank's parameters never change";
-  p.body = [](const sut::Behaviour& b) {
-    run_wrapper_lifecycle_property(*wrapper_lifecycle_call(), b);
-  };
-  p.body_beside_control = [](const sut::Behaviour& b, const Property::OnControl& on_control) {
-    const rig::WrapperCall call = *wrapper_lifecycle_call();
-    RC_PRE(!on_control([&] { run_wrapper_lifecycle_property(call, b); }));
-    run_wrapper_lifecycle_property(call, b);
-  };
+  draw_in_body(p, wrapper_lifecycle_call, run_wrapper_lifecycle_property);
   p.not_on_port =
       "the port has no non-distributed optimizer, no stub, no chain and no DDP module: it drives "
       "real Megatron code only";

@@ -7,28 +7,14 @@ namespace {
 using json = nlohmann::json;
 
 json request_of(const OverlapCall& call) {
-  json params = json::array(), initial = json::array(), grads = json::array();
+  json params = json::array(), initial = json::array();
   for (const WrapperParam& p : call.params) {
     params.push_back({{"dtype", p.half ? "bf16" : "fp32"}, {"shape", p.shape}});
     initial.push_back(to_bits(p.initial));
   }
-  for (const auto& step : call.grads) {
-    json one = json::array();
-    for (const std::vector<float>& g : step) one.push_back(to_bits(g));
-    grads.push_back(one);
-  }
-  return {{"op", "overlap_training"}, {"params", params},         {"initial", initial},
-          {"order", call.order},      {"bucket_size", call.bucket_size}, {"grads", grads}};
-}
-
-std::vector<std::vector<std::vector<float>>> steps_of(const json& steps) {
-  std::vector<std::vector<std::vector<float>>> out;
-  for (const json& step : steps) {
-    std::vector<std::vector<float>> values;
-    for (const json& bits : step) values.push_back(from_bits(bits));
-    out.push_back(std::move(values));
-  }
-  return out;
+  return {{"op", "overlap_training"}, {"params", params},
+          {"initial", initial},       {"order", call.order},
+          {"bucket_size", call.bucket_size}, {"grads", steps_json(call.grads)}};
 }
 
 std::optional<std::string> raised(const json& reply, const char* key) {

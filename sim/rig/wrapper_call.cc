@@ -24,16 +24,11 @@ const char* dtype_of(Wrapper w, const WrapperParam& p) {
 }
 
 json request_of(const WrapperCall& call) {
-  json params = json::array(), initial = json::array(), grads = json::array();
+  json params = json::array(), initial = json::array();
   for (const WrapperParam& p : call.params) {
     params.push_back(
         {{"dtype", dtype_of(call.wrapper, p)}, {"shape", p.shape}, {"is_expert", p.expert}});
     initial.push_back(to_bits(p.initial));
-  }
-  for (const auto& step : call.grads) {
-    json one = json::array();
-    for (const std::vector<float>& g : step) one.push_back(to_bits(g));
-    grads.push_back(one);
   }
   return {{"op", "wrapper_lifecycle"},
           {"wrapper", wrapper_name(call.wrapper)},
@@ -41,12 +36,28 @@ json request_of(const WrapperCall& call) {
           {"transformer_engine", call.transformer_engine},
           {"params", params},
           {"initial", initial},
-          {"grads", grads},
+          {"grads", steps_json(call.grads)},
           {"save_after", call.save_after},
           {"resume", resume_name(call.resume)}};
 }
 
 }  // namespace
+
+json steps_json(const std::vector<std::vector<std::vector<float>>>& steps) {
+  json out = json::array();
+  for (const auto& step : steps) {
+    json one = json::array();
+    for (const std::vector<float>& values : step) one.push_back(to_bits(values));
+    out.push_back(one);
+  }
+  return out;
+}
+
+std::vector<std::vector<std::vector<float>>> steps_of(const json& steps) {
+  std::vector<std::vector<std::vector<float>>> out;
+  for (const json& step : steps) out.push_back(values_of(step));
+  return out;
+}
 
 const char* wrapper_name(Wrapper w) {
   switch (w) {

@@ -65,6 +65,11 @@ struct WrapperOutcome {
 
 WrapperOutcome run_wrapper_lifecycle(const MegatronTarget& tree, const WrapperCall& call);
 
+// Per step, per parameter values as the worker's requests and replies carry them (bit lists), and
+// back.
+nlohmann::json steps_json(const std::vector<std::vector<std::vector<float>>>& steps);
+std::vector<std::vector<std::vector<float>>> steps_of(const nlohmann::json& steps);
+
 const char* wrapper_name(Wrapper w);
 const char* resume_name(Resume r);
 
